@@ -1,0 +1,243 @@
+"""Start one `cairn dev` for the whole pytest session and hand out upstream clients.
+
+The binary comes from $CAIRN_BIN (default <repo>/target/debug/cairn). Every
+listener binds 127.0.0.1:0; the real addresses and the root token are read from
+the banner cairn prints on stdout, which ends with a line `ready`. On teardown
+cairn gets SIGTERM and must exit 0: an unclean shutdown fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+READY_TIMEOUT = 30.0
+STOP_TIMEOUT = 20.0
+SERVICES = ("secrets", "registry", "scheduler", "platform")
+
+# The clients read these from the environment, and some let the environment win
+# over explicit arguments: py-consul takes CONSUL_HTTP_TOKEN over token=, and
+# python-nomad takes NOMAD_ADDR over host/port. Nothing from a developer's shell
+# may redirect the tests to a real server.
+for _name in list(os.environ):
+    if _name.startswith(("VAULT_", "CONSUL_", "NOMAD_", "TFE_")):
+        del os.environ[_name]
+# Loopback never goes through a proxy (requests and httpx both honour *_proxy).
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+_SERVICE_LINE = re.compile(r"^\s*(secrets|registry|scheduler|platform)\s+(https?://\S+)\s*$")
+_DATA_DIR_LINE = re.compile(r"^\s*data dir\s+(.+?)(\s+\(removed on exit\))?\s*$")
+_TOKEN_LINE = re.compile(r"^\s*root token\s+(\S+)\s*$")
+
+
+@dataclass
+class Cairn:
+    """A running `cairn dev` and what its banner said."""
+
+    proc: subprocess.Popen
+    urls: dict[str, str]
+    root_token: str
+    data_dir: str
+    banner: list[str]
+    requested_token: str
+    requested_data_dir: str
+    stderr_path: Path
+    _stdout: list[str] = field(default_factory=list)
+
+    def host_port(self, service: str) -> tuple[str, int]:
+        parts = urlsplit(self.urls[service])
+        assert parts.hostname and parts.port, self.urls[service]
+        return parts.hostname, parts.port
+
+    def output(self) -> str:
+        """Everything cairn printed so far, stdout then stderr, for failure messages."""
+        try:
+            err = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            err = ""
+        return "---- stdout ----\n" + "".join(self._stdout) + "---- stderr ----\n" + err[-20000:]
+
+
+def _cairn_bin() -> Path:
+    path = Path(os.environ.get("CAIRN_BIN", REPO / "target" / "debug" / "cairn"))
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.exit(
+            f"cairn binary not found or not executable: {path} "
+            "(build it with `cargo build -p cairn` or set CAIRN_BIN)",
+            returncode=2,
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def cairn(tmp_path_factory: pytest.TempPathFactory):
+    binary = _cairn_bin()
+    work = tmp_path_factory.mktemp("cairn")
+    data_dir = str(work / "data")
+    token = "root-" + secrets.token_hex(16)
+    stderr_path = work / "cairn.stderr"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    cmd = [
+        str(binary), "dev",
+        "--data-dir", data_dir,
+        "--root-token", token,
+        "--secrets-addr", "127.0.0.1:0",
+        "--registry-addr", "127.0.0.1:0",
+        "--scheduler-addr", "127.0.0.1:0",
+        "--platform-addr", "127.0.0.1:0",
+    ]  # fmt: skip
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            cwd=work,
+            text=True,
+            bufsize=1,
+        )
+
+    # Read stdout on a thread (so a silent cairn can't hang us) and keep
+    # draining it afterwards (so a chatty one can't block on a full pipe).
+    lines: queue.Queue[str | None] = queue.Queue()
+    captured: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            captured.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, name="cairn-stdout", daemon=True).start()
+
+    def output() -> str:
+        return (
+            "---- stdout ----\n" + "".join(captured) + "---- stderr ----\n"
+            + stderr_path.read_text(errors="replace")[-20000:]
+        )  # fmt: skip
+
+    def abort(why: str) -> None:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        pytest.fail(f"cairn dev {why} (command: {' '.join(cmd)})\n{output()}", pytrace=False)
+
+    urls: dict[str, str] = {}
+    seen_data_dir = seen_token = None
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            abort(f"did not print `ready` within {READY_TIMEOUT:.0f}s")
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if line is None:
+            proc.wait(5)
+            abort(f"exited with status {proc.returncode} before printing `ready`")
+        text = line.rstrip("\n")
+        if text.strip() == "ready":
+            break
+        if m := _SERVICE_LINE.match(text):
+            urls[m.group(1)] = m.group(2)
+        elif m := _DATA_DIR_LINE.match(text):
+            seen_data_dir = m.group(1)
+        elif m := _TOKEN_LINE.match(text):
+            seen_token = m.group(1)
+
+    missing = [s for s in SERVICES if s not in urls]
+    if missing or seen_token is None or seen_data_dir is None:
+        abort(
+            "printed `ready` but the banner lacks "
+            + ", ".join(missing + [n for n, v in (("root token", seen_token), ("data dir", seen_data_dir)) if v is None])
+        )
+
+    handle = Cairn(
+        proc=proc,
+        urls=urls,
+        root_token=seen_token,
+        data_dir=seen_data_dir,
+        banner=list(captured),
+        requested_token=token,
+        requested_data_dir=data_dir,
+        stderr_path=stderr_path,
+        _stdout=captured,
+    )
+    yield handle
+
+    # Teardown: a graceful shutdown is part of the contract.
+    if proc.poll() is not None:
+        pytest.fail(f"cairn dev died during the tests with status {proc.returncode}\n{output()}", pytrace=False)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        pytest.fail(f"cairn dev did not exit within {STOP_TIMEOUT:.0f}s of SIGTERM\n{output()}", pytrace=False)
+    if proc.returncode != 0:
+        pytest.fail(f"cairn dev exited with status {proc.returncode} after SIGTERM\n{output()}", pytrace=False)
+    shutil.rmtree(work / "data", ignore_errors=True)
+
+
+@pytest.fixture
+def root_token(cairn: Cairn) -> str:
+    return cairn.root_token
+
+
+@pytest.fixture
+def vault(cairn: Cairn):
+    import hvac
+
+    client = hvac.Client(url=cairn.urls["secrets"], token=cairn.root_token, timeout=10)
+    yield client
+    client.adapter.close()
+
+
+@pytest.fixture
+def consul(cairn: Cairn):
+    import consul as py_consul
+
+    host, port = cairn.host_port("registry")
+    return py_consul.Consul(host=host, port=port, token=cairn.root_token, scheme="http")
+
+
+@pytest.fixture
+def nomad(cairn: Cairn):
+    import nomad as python_nomad
+
+    host, port = cairn.host_port("scheduler")
+    return python_nomad.Nomad(host=host, port=port, token=cairn.root_token, secure=False, timeout=10)
+
+
+@pytest.fixture
+def tfe(cairn: Cairn):
+    # pytfe's address is the bare origin: HTTPTransport joins it with paths that
+    # already start with /api/v2/ (urljoin(address, path.lstrip("/"))), plain
+    # http:// works, and TFEClient() makes no request when it is built (there is
+    # no ping call). max_retries=0 so a 5xx fails at once instead of after ~15 s
+    # of backoff; tests of retry behaviour build their own client.
+    from pytfe import TFEClient, TFEConfig
+
+    client = TFEClient(
+        TFEConfig(address=cairn.urls["platform"], token=cairn.root_token, timeout=10, max_retries=0, ca_bundle=None)
+    )
+    yield client
+    client.close()

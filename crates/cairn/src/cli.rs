@@ -1,0 +1,69 @@
+//! The command line: `cairn dev`, `cairn server`, `cairn version`.
+//!
+//! Invariant: every `dev` flag can also come from a `CAIRN_*` environment variable; flags win.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use http_kit::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about = "Secrets, sessions, jobs and an IaC platform in one binary.")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Runs all four services on 127.0.0.1 with an embedded store, for development and tests.
+    Dev(DevArgs),
+    /// Runs the services described by an HCL configuration file.
+    Server(ServerArgs),
+    /// Prints the version.
+    Version,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DevArgs {
+    /// Keep the store in DIR across runs (default: a fresh temporary directory, removed on exit).
+    #[arg(long, env = "CAIRN_DATA_DIR", value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// The bootstrap token for every service (default: random, printed at start).
+    #[arg(long, env = "CAIRN_ROOT_TOKEN", value_name = "TOKEN")]
+    pub(crate) root_token: Option<String>,
+    /// Secrets store listen address.
+    #[arg(long, env = "CAIRN_SECRETS_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:8200")]
+    pub(crate) secrets_addr: SocketAddr,
+    /// Session registry listen address.
+    #[arg(long, env = "CAIRN_REGISTRY_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:8500")]
+    pub(crate) registry_addr: SocketAddr,
+    /// Job scheduler listen address.
+    #[arg(long, env = "CAIRN_SCHEDULER_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:4646")]
+    pub(crate) scheduler_addr: SocketAddr,
+    /// Platform listen address.
+    #[arg(long, env = "CAIRN_PLATFORM_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    pub(crate) platform_addr: SocketAddr,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// The HCL configuration file.
+    #[arg(long, env = "CAIRN_CONFIG", value_name = "FILE")]
+    pub(crate) config: PathBuf,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct LogArgs {
+    /// Log format on stderr: json or text.
+    #[arg(long, env = "CAIRN_LOG_FORMAT", value_name = "FORMAT", default_value = "text")]
+    pub(crate) log_format: LogFormat,
+    /// Log filter, in tracing's EnvFilter syntax.
+    #[arg(long, env = "CAIRN_LOG_LEVEL", value_name = "FILTER", default_value = "info")]
+    pub(crate) log_level: String,
+}

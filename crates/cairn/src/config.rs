@@ -1,0 +1,173 @@
+//! `cairn server --config FILE`: the HCL configuration file and how it becomes a [`Plan`].
+//!
+//! ```hcl
+//! data_dir = "/var/lib/cairn"
+//!
+//! secrets {
+//!   address = "0.0.0.0:8200"
+//!   tls {
+//!     cert_file = "/etc/cairn/tls.crt"
+//!     key_file  = "/etc/cairn/tls.key"
+//!   }
+//! }
+//! registry {}                       # upstream default address 127.0.0.1:8500
+//! scheduler { enabled = false }
+//! ```
+//!
+//! A service runs when its block is present and `enabled` is not false. Invariants: unknown
+//! keys are errors (a typo never silently disables TLS); at least one service runs; no two
+//! enabled services share an address.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::cli::ServerArgs;
+use crate::wiring::{self, DataDir, Error, Listen, Plan, ServiceKind, TlsFiles};
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerConfig {
+    pub(crate) data_dir: PathBuf,
+    #[serde(default)]
+    pub(crate) secrets: Option<ServiceBlock>,
+    #[serde(default)]
+    pub(crate) registry: Option<ServiceBlock>,
+    #[serde(default)]
+    pub(crate) scheduler: Option<ServiceBlock>,
+    #[serde(default)]
+    pub(crate) platform: Option<ServiceBlock>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServiceBlock {
+    #[serde(default = "enabled_by_default")]
+    pub(crate) enabled: bool,
+    #[serde(default)]
+    pub(crate) address: Option<SocketAddr>,
+    #[serde(default)]
+    pub(crate) tls: Option<TlsBlock>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TlsBlock {
+    pub(crate) cert_file: PathBuf,
+    pub(crate) key_file: PathBuf,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+pub(crate) async fn run_server(args: ServerArgs) -> Result<(), Error> {
+    http_kit::init_tracing(args.log.log_format, &args.log.log_level);
+    let plan = load(&args.config)?;
+    wiring::run(plan).await
+}
+
+/// Reads and validates a configuration file. Relative paths inside it are relative to the file.
+pub(crate) fn load(path: &Path) -> Result<Plan, Error> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| Error::Config(format!("cannot read {}: {err}", path.display())))?;
+    let config: ServerConfig = hcl::from_str(&text)
+        .map_err(|err| Error::Config(format!("{}: {err}", path.display())))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    plan_from(config, base)
+}
+
+fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
+    let resolve = |p: PathBuf| if p.is_relative() { base.join(p) } else { p };
+    let blocks = [
+        (ServiceKind::Secrets, config.secrets),
+        (ServiceKind::Registry, config.registry),
+        (ServiceKind::Scheduler, config.scheduler),
+        (ServiceKind::Platform, config.platform),
+    ];
+    let mut services = Vec::new();
+    for (kind, block) in blocks {
+        let Some(block) = block.filter(|b| b.enabled) else { continue };
+        let addr = block.address.unwrap_or_else(|| kind.default_addr());
+        if let Some(other) = services.iter().find(|s: &&Listen| s.addr == addr && addr.port() != 0) {
+            return Err(Error::Config(format!(
+                "{} and {} both listen on {addr}",
+                other.kind.name(),
+                kind.name()
+            )));
+        }
+        let tls = block
+            .tls
+            .map(|tls| TlsFiles { cert_file: resolve(tls.cert_file), key_file: resolve(tls.key_file) });
+        services.push(Listen { kind, addr, tls });
+    }
+    if services.is_empty() {
+        return Err(Error::Config(
+            "no service is enabled: add a secrets, registry, scheduler or platform block".to_owned(),
+        ));
+    }
+    Ok(Plan { mode: "server", data_dir: DataDir::Kept(resolve(config.data_dir)), services, dev_root_token: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn check(hcl_text: &str) -> Result<Plan, String> {
+        let config: ServerConfig = hcl::from_str(hcl_text).map_err(|e| e.to_string())?;
+        plan_from(config, Path::new("/etc/cairn")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn config_enables_only_present_blocks_with_upstream_defaults() {
+        let plan = check("data_dir = \"data\"\nregistry {}\nscheduler { enabled = false }").unwrap();
+        assert_eq!(plan.services.len(), 1);
+        assert_eq!(plan.services[0].kind, ServiceKind::Registry);
+        assert_eq!(plan.services[0].addr, "127.0.0.1:8500".parse().unwrap());
+        assert_eq!(plan.data_dir.path(), Path::new("/etc/cairn/data"));
+    }
+
+    #[test]
+    fn config_reads_tls_files_relative_to_the_file() {
+        let plan = check(
+            "data_dir = \"/var/lib/cairn\"\nsecrets {\n address = \"0.0.0.0:8201\"\n tls {\n  cert_file = \"tls.crt\"\n  key_file = \"/k.pem\"\n }\n}",
+        )
+        .unwrap();
+        let tls = plan.services[0].tls.as_ref().unwrap();
+        assert_eq!(tls.cert_file, Path::new("/etc/cairn/tls.crt"));
+        assert_eq!(tls.key_file, Path::new("/k.pem"));
+        assert_eq!(plan.services[0].addr, "0.0.0.0:8201".parse().unwrap());
+    }
+
+    #[test]
+    fn config_rejects_unknown_keys() {
+        let err = check("data_dir = \"d\"\nsecrets { adress = \"127.0.0.1:1\" }").unwrap_err();
+        assert!(err.contains("adress"), "{err}");
+    }
+
+    #[test]
+    fn config_rejects_no_enabled_service() {
+        let err = check("data_dir = \"d\"\nsecrets { enabled = false }").unwrap_err();
+        assert!(err.contains("no service is enabled"), "{err}");
+    }
+
+    #[test]
+    fn config_rejects_shared_address() {
+        let err = check("data_dir = \"d\"\nsecrets { address = \"127.0.0.1:9000\" }\nplatform { address = \"127.0.0.1:9000\" }")
+            .unwrap_err();
+        assert!(err.contains("both listen on"), "{err}");
+    }
+
+    #[test]
+    fn config_rejects_bad_address() {
+        assert!(check("data_dir = \"d\"\nsecrets { address = \"localhost\" }").is_err());
+    }
+
+    #[test]
+    fn config_requires_data_dir() {
+        let err = check("secrets {}").unwrap_err();
+        assert!(err.contains("data_dir"), "{err}");
+    }
+}

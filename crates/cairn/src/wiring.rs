@@ -1,0 +1,283 @@
+//! Wiring: from a [`Plan`] to running services, and back down on a signal.
+//!
+//! `run` opens the store, binds every listener (all before serving any, so a busy port fails
+//! the start cleanly), builds each service's state over the shared store, serves each on its
+//! own listener, prints the banner, and waits for SIGINT/SIGTERM or a failing server. Then it
+//! cancels the shared shutdown token, joins every task (in-flight requests finish; http-kit
+//! bounds the drain) and closes the store.
+//!
+//! Invariants: this file is the only place outside tests that spawns tasks; every spawned task
+//! is owned by the `JoinSet` here and joined before the store closes; the banner's last line,
+//! `ready`, is printed only once every listener is bound (so it accepts connections).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use storage::Storage;
+use storage_redb::RedbStorage;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// The four services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServiceKind {
+    Secrets,
+    Registry,
+    Scheduler,
+    Platform,
+}
+
+impl ServiceKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ServiceKind::Secrets => "secrets",
+            ServiceKind::Registry => "registry",
+            ServiceKind::Scheduler => "scheduler",
+            ServiceKind::Platform => "platform",
+        }
+    }
+
+    /// The upstream product's default port on loopback.
+    pub(crate) fn default_addr(self) -> SocketAddr {
+        let port = match self {
+            ServiceKind::Secrets => 8200,
+            ServiceKind::Registry => 8500,
+            ServiceKind::Scheduler => 4646,
+            ServiceKind::Platform => 8080,
+        };
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TlsFiles {
+    pub(crate) cert_file: PathBuf,
+    pub(crate) key_file: PathBuf,
+}
+
+/// One service to run and where.
+#[derive(Debug)]
+pub(crate) struct Listen {
+    pub(crate) kind: ServiceKind,
+    pub(crate) addr: SocketAddr,
+    pub(crate) tls: Option<TlsFiles>,
+}
+
+/// Where the store lives.
+#[derive(Debug)]
+pub(crate) enum DataDir {
+    /// Kept across runs.
+    Kept(PathBuf),
+    /// Removed when the run ends (after the store has closed).
+    Temporary(tempfile::TempDir),
+}
+
+impl DataDir {
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            DataDir::Kept(path) => path,
+            DataDir::Temporary(dir) => dir.path(),
+        }
+    }
+}
+
+/// Everything `run` needs.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// `dev` or `server`, for the banner.
+    pub(crate) mode: &'static str,
+    pub(crate) data_dir: DataDir,
+    pub(crate) services: Vec<Listen>,
+    /// `cairn dev`'s bootstrap token, given to every service.
+    pub(crate) dev_root_token: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot create the data directory: {0}")]
+    DataDir(std::io::Error),
+    #[error("the root token must not be empty")]
+    InvalidRootToken,
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("cannot open the store in {path}: {source}")]
+    OpenStore { path: PathBuf, source: storage::Error },
+    #[error("cannot listen on {addr} for {service}: {source}")]
+    Bind { service: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("TLS for {service}: {message}")]
+    Tls { service: &'static str, message: String },
+    #[error("cannot start {service}: {message}")]
+    Service { service: &'static str, message: String },
+    #[error("{service} stopped serving: {source}")]
+    Serve { service: &'static str, source: std::io::Error },
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+    #[error("closing the store: {0}")]
+    CloseStore(storage::Error),
+}
+
+/// The file name of the embedded store inside the data directory.
+const STORE_FILE: &str = "cairn.redb";
+
+pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
+    let data_path = plan.data_dir.path().to_path_buf();
+    std::fs::create_dir_all(&data_path).map_err(Error::DataDir)?;
+    let store_path = data_path.join(STORE_FILE);
+    let storage: Arc<dyn Storage> = {
+        let path = store_path.clone();
+        let opened = tokio::task::spawn_blocking(move || RedbStorage::open(&path))
+            .await
+            .map_err(|err| Error::OpenStore { path: store_path.clone(), source: storage::Error::Backend(err.to_string()) })?;
+        Arc::new(opened.map_err(|source| Error::OpenStore { path: store_path.clone(), source })?)
+    };
+
+    let result = serve_all(&plan, storage.clone()).await;
+    let closed = storage.close().await.map_err(Error::CloseStore);
+    drop(plan.data_dir); // removes a temporary data dir, now that the store is closed
+    result.and(closed)
+}
+
+async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> {
+    let signals = Signals::install()?;
+    let mut bound = Vec::new();
+    for service in &plan.services {
+        let listener = TcpListener::bind(service.addr)
+            .await
+            .map_err(|source| Error::Bind { service: service.kind.name(), addr: service.addr, source })?;
+        let local = listener.local_addr().map_err(|source| Error::Bind {
+            service: service.kind.name(),
+            addr: service.addr,
+            source,
+        })?;
+        let tls = match &service.tls {
+            None => None,
+            Some(files) => Some(
+                http_kit::load_tls_config(&files.cert_file, &files.key_file)
+                    .map_err(|err| Error::Tls { service: service.kind.name(), message: err.to_string() })?,
+            ),
+        };
+        bound.push((service.kind, listener, local, tls));
+    }
+
+    let shutdown = CancellationToken::new();
+    let mut tasks = JoinSet::new();
+    let mut banner = vec![format!("cairn {}", plan.mode)];
+    for (kind, listener, local, tls) in bound {
+        let router = http_kit::layers(build_router(kind, local, plan, storage.clone()).await?, &http_kit::HttpOptions::default());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
+        let token = shutdown.clone();
+        tasks.spawn(async move {
+            let served = match tls {
+                Some(tls) => http_kit::serve_tls(listener, tls, router, token).await,
+                None => http_kit::serve(listener, router, token).await,
+            };
+            served.map_err(|source| Error::Serve { service: kind.name(), source })
+        });
+    }
+    let kept = match plan.data_dir {
+        DataDir::Kept(_) => "",
+        DataDir::Temporary(_) => " (removed on exit)",
+    };
+    banner.push(format!("  {:<11} {}{kept}", "data dir", plan.data_dir.path().display()));
+    if let Some(token) = &plan.dev_root_token {
+        banner.push(format!("  {:<11} {token}", "root token"));
+    }
+    banner.push("ready".to_owned());
+    crate::println_stdout(&banner.join("\n"));
+    tracing::info!(message = "Cairn is ready.", mode = plan.mode, services = plan.services.len());
+
+    // Run until a signal arrives or a server fails; then stop everything.
+    let mut failure = None;
+    tokio::select! {
+        signal = signals.recv() => tracing::info!(message = "Shutting down.", %signal),
+        Some(joined) = tasks.join_next() => failure = Some(flatten(joined)),
+    }
+    shutdown.cancel();
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(err) = flatten(joined)
+            && failure.is_none()
+        {
+            failure = Some(Err(err));
+        }
+    }
+    tracing::info!(message = "All services stopped.");
+    match failure {
+        Some(Err(err)) => Err(err),
+        _ => Ok(()),
+    }
+}
+
+fn flatten(joined: Result<Result<(), Error>, tokio::task::JoinError>) -> Result<(), Error> {
+    joined.map_err(|err| Error::Service { service: "task", message: err.to_string() })?
+}
+
+async fn build_router(
+    kind: ServiceKind,
+    local: SocketAddr,
+    plan: &Plan,
+    storage: Arc<dyn Storage>,
+) -> Result<axum::Router, Error> {
+    let dev_root_token = plan.dev_root_token.clone();
+    Ok(match kind {
+        ServiceKind::Secrets => {
+            let state = secrets::State::open(storage, secrets::Config { dev_root_token })
+                .await
+                .map_err(|err| Error::Service { service: kind.name(), message: err.to_string() })?;
+            secrets::router(state)
+        }
+        ServiceKind::Registry => registry::router(registry::State::new(
+            storage,
+            registry::Config { advertise_addr: advertise(local), dev_root_token },
+        )),
+        ServiceKind::Scheduler => scheduler::router(scheduler::State::new(
+            storage,
+            scheduler::Config { client_enabled: false, dev_root_token },
+        )),
+        ServiceKind::Platform => platform::router(platform::State::new(storage, platform::Config { dev_root_token })),
+    })
+}
+
+/// The address other parties should use: a wildcard bind is advertised as loopback.
+fn advertise(local: SocketAddr) -> SocketAddr {
+    if local.ip().is_unspecified() {
+        let ip = if local.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() };
+        SocketAddr::new(ip, local.port())
+    } else {
+        local
+    }
+}
+
+/// SIGINT and SIGTERM, installed before the banner so an early signal is never lost.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl fmt::Debug for Signals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Signals").finish_non_exhaustive()
+    }
+}
+
+impl Signals {
+    fn install() -> Result<Signals, Error> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).map_err(Error::Signals)?,
+            terminate: signal(SignalKind::terminate()).map_err(Error::Signals)?,
+        })
+    }
+
+    async fn recv(mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Test support: start the `cairn` binary, read its banner, stop it with a signal.
+//!
+//! Invariant: a started process is always killed when its handle drops, so a failing test
+//! never leaks a server.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// How long a start may take before the test fails (the goal, measured by scripts/bench, is
+/// well under 1 s; this bound only catches a hang on a loaded CI machine).
+const START_BOUND: Duration = Duration::from_secs(20);
+
+pub(crate) fn http() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap()
+}
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub(crate) fn kill(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success());
+}
+
+pub(crate) async fn run_to_end(args: &[&str]) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::timeout(START_BOUND, child.wait_with_output()).await.expect("cairn did not exit").unwrap()
+}
+
+#[derive(Debug)]
+pub(crate) struct Cairn {
+    child: Child,
+    pub(crate) urls: HashMap<String, String>,
+    pub(crate) token: Option<String>,
+    pub(crate) data_dir: PathBuf,
+    stderr: Option<tokio::task::JoinHandle<String>>,
+}
+
+impl Cairn {
+    /// `cairn dev` with every service on port 0, plus `extra` flags.
+    pub(crate) async fn dev(extra: &[&str]) -> Cairn {
+        let mut args = vec![
+            "dev",
+            "--secrets-addr",
+            "127.0.0.1:0",
+            "--registry-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--platform-addr",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        Cairn::start(&args).await
+    }
+
+    pub(crate) async fn start(args: &[&str]) -> Cairn {
+        Cairn::start_with_env(args, &[]).await
+    }
+
+    pub(crate) async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Cairn {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        // Ports not given on the command line default to port 0 through the environment, so
+        // parallel tests never collide on the upstream ports.
+        for var in ["CAIRN_SECRETS_ADDR", "CAIRN_REGISTRY_ADDR", "CAIRN_SCHEDULER_ADDR", "CAIRN_PLATFORM_ADDR"] {
+            command.env(var, "127.0.0.1:0");
+        }
+        command.env_remove("CAIRN_DATA_DIR").env_remove("CAIRN_ROOT_TOKEN");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr_task = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut banner = Vec::new();
+        let read = tokio::time::timeout(START_BOUND, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                let done = line == "ready";
+                banner.push(line);
+                if done {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if read != Ok(true) {
+            let _ = child.start_kill();
+            let stderr = stderr_task.await.unwrap_or_default();
+            panic!("cairn did not get ready.\nstdout:\n{}\nstderr:\n{stderr}", banner.join("\n"));
+        }
+        // Keep draining stdout so the process never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+        let mut urls = HashMap::new();
+        let mut token = None;
+        let mut data_dir = PathBuf::new();
+        for line in &banner {
+            let trimmed = line.trim_start();
+            if let Some(rest) = trimmed.strip_prefix("root token") {
+                token = Some(rest.trim().to_owned());
+            } else if let Some(rest) = trimmed.strip_prefix("data dir") {
+                data_dir = PathBuf::from(rest.trim().trim_end_matches(" (removed on exit)"));
+            } else if let Some((name, url)) = trimmed.split_once(' ') {
+                let url = url.trim();
+                if url.starts_with("http") {
+                    urls.insert(name.to_owned(), url.to_owned());
+                }
+            }
+        }
+        Cairn { child, urls, token, data_dir, stderr: Some(stderr_task) }
+    }
+
+    pub(crate) fn url(&self, service: &str, path: &str) -> String {
+        format!("{}{path}", self.urls[service])
+    }
+
+    /// `host:port` of a service.
+    pub(crate) fn addr(&self, service: &str) -> String {
+        self.urls[service].split("://").nth(1).unwrap().to_owned()
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
+    pub(crate) async fn signal_and_wait(self, signal: &str) -> ExitStatus {
+        kill(self.pid(), signal);
+        self.wait().await
+    }
+
+    pub(crate) async fn wait(mut self) -> ExitStatus {
+        let status = tokio::time::timeout(START_BOUND, self.child.wait()).await.expect("cairn did not exit").unwrap();
+        if !status.success()
+            && let Some(stderr) = self.stderr.take()
+        {
+            eprintln!("cairn stderr:\n{}", stderr.await.unwrap_or_default());
+        }
+        status
+    }
+
+    /// SIGTERM, then assert a clean exit.
+    pub(crate) async fn stop(self) {
+        let status = self.signal_and_wait("TERM").await;
+        assert!(status.success(), "cairn exited with {status:?}");
+    }
+}

@@ -1,0 +1,109 @@
+//! Tidy checks over the whole workspace, run by `cargo test` (rust-analyzer's `tidy.rs` idea).
+//!
+//! - Every Rust source file opens with a `//!` doc saying what it is.
+//! - No test is skipped or expected to panic (neither the ignore nor the should_panic attribute).
+//! - The dependency rules of ARCHITECTURE.md hold: service crates never depend on one another,
+//!   `storage` depends on no backend, and only `cairn` depends on every service.
+
+use std::path::{Path, PathBuf};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() {
+            if name != "target" && !name.to_string_lossy().starts_with('.') {
+                rust_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn all_sources() -> Vec<PathBuf> {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("crates"), &mut files);
+    rust_files(&root.join("bench"), &mut files);
+    assert!(files.len() > 20, "found only {} Rust files", files.len());
+    files
+}
+
+#[test]
+fn every_source_file_opens_with_a_module_doc() {
+    let missing: Vec<_> = all_sources()
+        .into_iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap();
+            !text.trim_start().starts_with("//!")
+        })
+        .collect();
+    assert!(missing.is_empty(), "files without a `//!` module doc: {missing:#?}");
+}
+
+#[test]
+fn no_test_is_ignored_or_expected_to_panic() {
+    let needles = [concat!("#[", "ignore"), concat!("#[", "should_panic")];
+    let offenders: Vec<_> = all_sources()
+        .into_iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap();
+            needles.iter().any(|needle| text.contains(needle))
+        })
+        .collect();
+    assert!(offenders.is_empty(), "skipped or should_panic tests in: {offenders:#?}");
+}
+
+/// The `[dependencies]` (not dev-dependencies) names of a crate's manifest.
+fn dependencies(krate: &str) -> Vec<String> {
+    let manifest = std::fs::read_to_string(workspace_root().join("crates").join(krate).join("Cargo.toml")).unwrap();
+    let mut in_deps = false;
+    let mut names = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps && let Some((name, _)) = line.split_once(['=', '.']) {
+            let name = name.trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn service_crates_never_depend_on_each_other() {
+    let services = ["secrets", "registry", "scheduler", "platform"];
+    for service in services {
+        let deps = dependencies(service);
+        for other in services.iter().filter(|other| **other != service) {
+            assert!(!deps.iter().any(|d| d == other), "{service} depends on {other}");
+        }
+    }
+}
+
+#[test]
+fn storage_depends_on_no_backend() {
+    let deps = dependencies("storage");
+    for backend in ["redb", "storage-redb", "etcd-client", "storage-etcd"] {
+        assert!(!deps.iter().any(|d| d == backend), "storage depends on {backend}");
+    }
+}
+
+#[test]
+fn only_cairn_depends_on_every_service() {
+    let deps = dependencies("cairn");
+    for service in ["secrets", "registry", "scheduler", "platform"] {
+        assert!(deps.iter().any(|d| d == service), "cairn does not wire {service}");
+    }
+}

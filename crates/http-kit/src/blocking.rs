@@ -1,0 +1,501 @@
+//! Blocking queries, the Consul/Nomad long poll: `GET ...?index=N&wait=5m` answers once what
+//! the query reads has an index greater than `N`, or when the wait runs out.
+//!
+//! A handler parses the parameters with [`BlockingParams::parse`] (or [`BlockingQuery`]) and
+//! runs its read through [`block`], which wakes on `Storage::watch` events in the key range the
+//! query reads. The index a query reports is the revision of the last change to what it reads
+//! (usually `Storage::range_revision`), and the handler sends it as `X-Registry-Index` /
+//! `X-Scheduler-Index`.
+//!
+//! Invariants:
+//! - No wake-up is lost: the watch starts at the store revision read *before* the query ran, so a
+//!   write that lands between the query and the watch is replayed and wakes the loop.
+//! - A wake-up that does not move the query's index (a write elsewhere in the range) just loops;
+//!   the deadline is fixed once, at the start.
+//! - The returned index is never 0 (1 instead, as Consul does), so clients never spin.
+//! - `wait` is capped at [`MAX_WAIT`]; a missing or zero wait means [`DEFAULT_WAIT`]; the
+//!   deadline gets up to `wait / 16` of random jitter, as Consul adds, so that clients woken
+//!   together do not return together forever.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rand::Rng;
+use serde::Deserialize;
+use storage::{KeyRange, Storage};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::parse_go_duration;
+
+/// The wait when the client gives none (or zero), as in Consul and Nomad.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(5 * 60);
+
+/// The longest wait honored, as in Consul and Nomad; longer ones are cut to this.
+pub const MAX_WAIT: Duration = Duration::from_secs(10 * 60);
+
+/// The jitter added to a wait is at most `wait / JITTER_FRACTION` (Consul's value).
+const JITTER_FRACTION: u32 = 16;
+
+/// The `index` and `wait` query parameters of a blocking query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockingParams {
+    /// The index the client already has; 0 means "do not block".
+    pub index: u64,
+    /// How long to wait for a newer index, without jitter; at most [`MAX_WAIT`].
+    pub wait: Duration,
+}
+
+impl Default for BlockingParams {
+    fn default() -> BlockingParams {
+        BlockingParams {
+            index: 0,
+            wait: DEFAULT_WAIT,
+        }
+    }
+}
+
+impl BlockingParams {
+    /// Parses the raw `index` and `wait` values. `index` is a non-negative integer (missing or
+    /// empty: 0). `wait` is a Go duration (`"20ms"`, `"10s"`, `"5m"`, `"1m30s"`) or a bare
+    /// number of seconds; missing, empty or zero means [`DEFAULT_WAIT`], and anything above
+    /// [`MAX_WAIT`] is cut to it. The error is a client-facing message.
+    pub fn parse(index: Option<&str>, wait: Option<&str>) -> Result<BlockingParams, String> {
+        let index = match index.map(str::trim) {
+            None | Some("") => 0,
+            Some(index) => index
+                .parse::<u64>()
+                .map_err(|_| format!("invalid index {index:?}: must be a non-negative integer"))?,
+        };
+        let wait = match wait.map(str::trim) {
+            None | Some("") => DEFAULT_WAIT,
+            Some(wait) => parse_wait(wait)?,
+        };
+        Ok(BlockingParams { index, wait })
+    }
+
+    /// Whether the client asked to block (a non-zero index).
+    pub fn is_blocking(&self) -> bool {
+        self.index > 0
+    }
+}
+
+fn parse_wait(wait: &str) -> Result<Duration, String> {
+    let bare_seconds = wait
+        .bytes()
+        .all(|byte| byte.is_ascii_digit() || byte == b'.');
+    let parsed = if bare_seconds {
+        parse_go_duration(&format!("{wait}s")).map_err(|_| format!("invalid wait {wait:?}"))?
+    } else {
+        parse_go_duration(wait).map_err(|err| err.replacen("duration", "wait", 1))?
+    };
+    Ok(if parsed.is_zero() {
+        DEFAULT_WAIT
+    } else {
+        parsed.min(MAX_WAIT)
+    })
+}
+
+/// The blocking-query parameters as a query-string struct, for `#[serde(flatten)]` into a
+/// handler's query type or use on its own with [`ApiQuery`](crate::ApiQuery).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct BlockingQuery {
+    pub index: Option<String>,
+    pub wait: Option<String>,
+}
+
+impl BlockingQuery {
+    pub fn params(&self) -> Result<BlockingParams, String> {
+        BlockingParams::parse(self.index.as_deref(), self.wait.as_deref())
+    }
+}
+
+/// Runs `query` as a blocking query over the keys in `range`; returns its value and index.
+///
+/// `query` reads the store and returns its value with the index of what it read. With
+/// `params.index == 0` it runs once. Otherwise it runs until its index exceeds `params.index`,
+/// re-running after each watch event in `range`; when the wait (plus jitter) runs out or
+/// `shutdown` fires, the last result is returned as is. If the watch reports that history was
+/// compacted, the query is re-run once and that result returned. The index returned is at
+/// least 1.
+pub async fn block<T, E, F, Fut>(
+    storage: &dyn Storage,
+    range: KeyRange,
+    params: &BlockingParams,
+    shutdown: Option<&CancellationToken>,
+    mut query: F,
+) -> Result<(T, u64), E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(T, u64), E>>,
+    E: From<storage::Error>,
+{
+    if !params.is_blocking() {
+        return run_query(&mut query).await;
+    }
+    let deadline = Instant::now() + params.wait + jitter(params.wait);
+    loop {
+        let revision_before = storage.revision().await?;
+        let (value, index) = run_query(&mut query).await?;
+        if index > params.index {
+            return Ok((value, index));
+        }
+        let mut watch = match storage.watch(range.clone(), revision_before).await {
+            Ok(watch) => watch,
+            Err(storage::Error::Compacted { .. }) => return run_query(&mut query).await,
+            Err(err) => return Err(err.into()),
+        };
+        let woken = tokio::select! {
+            biased;
+            () = cancelled(shutdown) => return Ok((value, index)),
+            () = tokio::time::sleep_until(deadline) => return Ok((value, index)),
+            event = watch.next_event() => event,
+        };
+        match woken {
+            // Something in the range changed: re-run the query (it may not move the index).
+            Some(Ok(_event)) => continue,
+            Some(Err(storage::Error::Compacted { .. })) => return run_query(&mut query).await,
+            Some(Err(err)) => return Err(err.into()),
+            // The store closed (the server is stopping): answer with what we have.
+            None => return Ok((value, index)),
+        }
+    }
+}
+
+async fn run_query<T, E, F, Fut>(query: &mut F) -> Result<(T, u64), E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(T, u64), E>>,
+{
+    let (value, index) = query().await?;
+    Ok((value, index.max(1)))
+}
+
+async fn cancelled(shutdown: Option<&CancellationToken>) {
+    match shutdown {
+        Some(shutdown) => shutdown.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A random extra wait of up to `wait / 16`.
+fn jitter(wait: Duration) -> Duration {
+    let max_nanos = u64::try_from((wait / JITTER_FRACTION).as_nanos()).unwrap_or(u64::MAX);
+    if max_nanos == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos(rand::rng().random_range(0..=max_nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use storage::{MemStorage, StorageExt};
+
+    use super::*;
+
+    const PREFIX: &str = "registry/kv/";
+
+    fn params(index: u64, wait: Duration) -> BlockingParams {
+        BlockingParams { index, wait }
+    }
+
+    /// The test query: the range's last-change revision, as value and index.
+    async fn read_range(storage: &MemStorage) -> Result<(u64, u64), storage::Error> {
+        let index = storage.range_revision(KeyRange::prefix(PREFIX)).await?;
+        Ok((index, index))
+    }
+
+    async fn run_block(
+        storage: &MemStorage,
+        params: &BlockingParams,
+        shutdown: Option<&CancellationToken>,
+    ) -> (u64, Duration) {
+        let started = std::time::Instant::now();
+        let (value, index) = block(storage, KeyRange::prefix(PREFIX), params, shutdown, || {
+            read_range(storage)
+        })
+        .await
+        .unwrap();
+        assert_eq!(value.max(1), index);
+        (index, started.elapsed())
+    }
+
+    #[track_caller]
+    fn check_parse(
+        index: Option<&str>,
+        wait: Option<&str>,
+        expected: Result<(u64, Duration), &str>,
+    ) {
+        let parsed = BlockingParams::parse(index, wait).map(|p| (p.index, p.wait));
+        assert_eq!(
+            parsed,
+            expected.map_err(str::to_owned),
+            "index {index:?}, wait {wait:?}"
+        );
+    }
+
+    #[test]
+    fn parse_defaults_to_no_index_and_five_minutes() {
+        check_parse(None, None, Ok((0, DEFAULT_WAIT)));
+        check_parse(Some(""), Some(""), Ok((0, DEFAULT_WAIT)));
+    }
+
+    #[test]
+    fn parse_accepts_go_durations_and_bare_seconds() {
+        check_parse(
+            Some("42"),
+            Some("20ms"),
+            Ok((42, Duration::from_millis(20))),
+        );
+        check_parse(Some("1"), Some("10s"), Ok((1, Duration::from_secs(10))));
+        check_parse(Some("1"), Some("5m"), Ok((1, Duration::from_secs(300))));
+        check_parse(Some("1"), Some("1m30s"), Ok((1, Duration::from_secs(90))));
+        check_parse(Some("1"), Some("30"), Ok((1, Duration::from_secs(30))));
+        check_parse(Some("1"), Some("1.5"), Ok((1, Duration::from_millis(1500))));
+    }
+
+    #[test]
+    fn parse_caps_wait_at_ten_minutes() {
+        check_parse(Some("1"), Some("1h"), Ok((1, MAX_WAIT)));
+        check_parse(Some("1"), Some("3600"), Ok((1, MAX_WAIT)));
+    }
+
+    #[test]
+    fn parse_zero_wait_means_default() {
+        check_parse(Some("1"), Some("0"), Ok((1, DEFAULT_WAIT)));
+        check_parse(Some("1"), Some("0s"), Ok((1, DEFAULT_WAIT)));
+    }
+
+    #[test]
+    fn parse_rejects_bad_values() {
+        check_parse(
+            Some("abc"),
+            None,
+            Err(r#"invalid index "abc": must be a non-negative integer"#),
+        );
+        check_parse(
+            Some("-1"),
+            None,
+            Err(r#"invalid index "-1": must be a non-negative integer"#),
+        );
+        check_parse(
+            None,
+            Some("soon"),
+            Err(r#"invalid wait "soon": expected a number"#),
+        );
+        check_parse(
+            None,
+            Some("5x"),
+            Err(r#"invalid wait "5x": unknown unit "x""#),
+        );
+        check_parse(None, Some("1.2.3"), Err(r#"invalid wait "1.2.3""#));
+    }
+
+    #[test]
+    fn blocking_query_struct_parses_from_a_query_string() {
+        let query: BlockingQuery = serde_urlencoded::from_str("index=7&wait=1m&recurse").unwrap();
+        assert_eq!(query.params(), Ok(params(7, Duration::from_secs(60))));
+    }
+
+    #[test]
+    fn jitter_is_at_most_a_sixteenth_of_the_wait() {
+        for _ in 0..100 {
+            assert!(jitter(Duration::from_millis(160)) <= Duration::from_millis(10));
+        }
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn block_index_zero_returns_immediately() {
+        let storage = MemStorage::new();
+        storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let (index, elapsed) = run_block(&storage, &params(0, MAX_WAIT), None).await;
+        assert_eq!(index, 1);
+        assert!(elapsed < Duration::from_millis(100), "{elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn block_empty_range_reports_index_one() {
+        let storage = MemStorage::new();
+        let (index, _) = run_block(&storage, &params(0, MAX_WAIT), None).await;
+        assert_eq!(index, 1);
+    }
+
+    #[tokio::test]
+    async fn block_older_client_index_returns_immediately() {
+        let storage = MemStorage::new();
+        storage.put(b"registry/kv/a", b"1").await.unwrap();
+        storage.put(b"registry/kv/a", b"2").await.unwrap();
+        let (index, elapsed) = run_block(&storage, &params(1, MAX_WAIT), None).await;
+        assert_eq!(index, 2);
+        assert!(elapsed < Duration::from_millis(100), "{elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn block_returns_promptly_after_write_in_range() {
+        let storage = Arc::new(MemStorage::new());
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let writer = {
+            let storage = Arc::clone(&storage);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                storage.put(b"registry/kv/b", b"2").await.unwrap()
+            })
+        };
+        let (index, elapsed) =
+            run_block(&storage, &params(current, Duration::from_secs(10)), None).await;
+        let written = writer.await.unwrap();
+        assert_eq!(index, written);
+        assert!(elapsed >= Duration::from_millis(90), "{elapsed:?}");
+        assert!(elapsed < Duration::from_millis(600), "{elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn block_write_outside_range_does_not_wake() {
+        let storage = Arc::new(MemStorage::new());
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let queries = AtomicUsize::new(0);
+        let writer = {
+            let storage = Arc::clone(&storage);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                storage.put(b"registry/session/x", b"2").await.unwrap();
+            })
+        };
+        let wait = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let (_, index) = block(
+            &*storage,
+            KeyRange::prefix(PREFIX),
+            &params(current, wait),
+            None,
+            || {
+                queries.fetch_add(1, Ordering::SeqCst);
+                read_range(&storage)
+            },
+        )
+        .await
+        .unwrap();
+        writer.await.unwrap();
+        assert_eq!(index, current);
+        assert_eq!(
+            queries.load(Ordering::SeqCst),
+            1,
+            "an outside write must not re-run the query"
+        );
+        assert!(started.elapsed() >= wait, "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn block_spurious_wakeup_keeps_waiting_until_deadline() {
+        let storage = Arc::new(MemStorage::new());
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let queries = AtomicUsize::new(0);
+        let writer = {
+            let storage = Arc::clone(&storage);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                storage.put(b"registry/kv/other", b"2").await.unwrap();
+            })
+        };
+        // The query reads only `a`; the watch covers the whole prefix, so `other` wakes it.
+        let wait = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let (_, index) = block(
+            &*storage,
+            KeyRange::prefix(PREFIX),
+            &params(current, wait),
+            None,
+            || {
+                queries.fetch_add(1, Ordering::SeqCst);
+                let storage = Arc::clone(&storage);
+                async move {
+                    let index = storage
+                        .range_revision(KeyRange::key("registry/kv/a"))
+                        .await?;
+                    Ok::<_, storage::Error>(((), index))
+                }
+            },
+        )
+        .await
+        .unwrap();
+        writer.await.unwrap();
+        assert_eq!(index, current);
+        assert_eq!(queries.load(Ordering::SeqCst), 2);
+        assert!(started.elapsed() >= wait, "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn block_times_out_after_wait_and_not_much_later() {
+        let storage = MemStorage::new();
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let wait = Duration::from_millis(200);
+        let (index, elapsed) = run_block(&storage, &params(current, wait), None).await;
+        assert_eq!(index, current);
+        assert!(elapsed >= wait, "{elapsed:?}");
+        // At most wait/16 of jitter, plus scheduling slack.
+        assert!(elapsed < Duration::from_millis(400), "{elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn block_ends_early_on_shutdown() {
+        let storage = MemStorage::new();
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let shutdown = CancellationToken::new();
+        let canceller = {
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                shutdown.cancel();
+            })
+        };
+        let (index, elapsed) = run_block(
+            &storage,
+            &params(current, Duration::from_secs(10)),
+            Some(&shutdown),
+        )
+        .await;
+        canceller.await.unwrap();
+        assert_eq!(index, current);
+        assert!(elapsed < Duration::from_millis(600), "{elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn block_compacted_history_reruns_query_and_returns() {
+        // Retention 1: a write made by the query itself compacts the revision the watch
+        // starts from, so the watch reports `Compacted`.
+        let storage = MemStorage::with_retention(1);
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        let queries = AtomicUsize::new(0);
+        let started = std::time::Instant::now();
+        let (_, index) = block(
+            &storage,
+            KeyRange::prefix(PREFIX),
+            &params(current, Duration::from_secs(10)),
+            None,
+            || {
+                let call = queries.fetch_add(1, Ordering::SeqCst);
+                let storage = &storage;
+                async move {
+                    if call == 0 {
+                        storage.put(b"elsewhere/x", b"1").await?;
+                        storage.put(b"elsewhere/x", b"2").await?;
+                    }
+                    read_range(storage).await
+                }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(index, current);
+        assert_eq!(queries.load(Ordering::SeqCst), 2);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! The HTTP glue every cairn service shares.
+//!
+//! Each service (`secrets`, `registry`, `scheduler`, `platform`) builds an `axum::Router` of its
+//! own handlers and hands it to this crate, which owns everything around the handlers:
+//!
+//! - [`serve`] / [`serve_tls`]: the accept loop (the caller binds the listener, so tests use port
+//!   0), TLS handshakes per connection, graceful drain on shutdown ([`DRAIN_TIMEOUT`]), and the
+//!   [`Shutdown`] token plus `ConnectInfo<SocketAddr>` in every request's extensions.
+//! - [`layers`]: request ids ([`RequestId`], `X-Request-Id`), one tracing span per request,
+//!   the default body limit ([`HttpOptions`]); [`init_tracing`] sets up logging to stderr.
+//! - [`ApiError`] and [`into_response`]: how a service's error enum becomes a response in its
+//!   upstream's body shape (see [`shape`]), with 5xx causes logged once and hidden from clients.
+//! - [`ApiJson`], [`ApiQuery`], [`RawBody`]: extractors whose rejections are the service's own
+//!   error type (never axum's plain-text rejections).
+//! - [`header_aliases`] and [`bearer_token`]: spec header names and upstream names both work.
+//! - [`blocking`]: Consul/Nomad-style `?index=N&wait=5m` long polls, built on `Storage::watch`.
+//!
+//! Where it sits: above `storage` (only [`blocking`] touches it), below every service crate and
+//! `cairn`. It holds no service policy: body shapes, statuses and messages are the services'.
+//!
+//! Invariants:
+//! - No request can make this crate panic or answer with axum's default rejection text: every
+//!   extractor failure becomes a [`Rejection`] handed to the service's `ApiError::from_rejection`.
+//! - A 5xx response never carries the error's text; the cause is logged once, at `error`.
+//! - Shutdown never hangs: after [`DRAIN_TIMEOUT`] remaining connections are dropped.
+
+pub mod blocking;
+mod duration;
+mod error;
+mod extract;
+mod headers;
+mod layers;
+mod logging;
+mod serve;
+pub mod shape;
+mod strconv;
+mod tls;
+
+pub use duration::parse_go_duration;
+pub use error::{ApiError, INTERNAL_ERROR_MESSAGE, Rejection, into_response};
+pub use extract::{ApiJson, ApiQuery, RawBody};
+pub use headers::{bearer_token, header_aliases};
+pub use layers::{
+    BodyLimit, DEFAULT_BODY_LIMIT, HttpOptions, REQUEST_ID_HEADER, RequestId, layers,
+    with_body_limit,
+};
+pub use logging::{LogFormat, ParseLogFormatError, init_tracing};
+pub use serve::{DRAIN_TIMEOUT, Shutdown, serve, serve_tls};
+pub use strconv::parse_bool;
+pub use tls::{TlsError, load_tls_config};

@@ -1,0 +1,14 @@
+//! JSON:API (<https://jsonapi.org>) types as Terraform Enterprise clients read them.
+//!
+//! Pure data: the platform crate renders these into HTTP responses; nothing here knows HTTP
+//! beyond the numeric status code carried in an error object.
+//!
+//! Invariants: an error object's `status` is always a JSON *string* (`"404"`), because go-tfe
+//! and pytfe fail to decode a number; an error document always has a non-empty `errors` array.
+
+mod error;
+
+pub use error::{ErrorDocument, ErrorObject, ErrorSource};
+
+/// The media type of every JSON:API request and response body.
+pub const MEDIA_TYPE: &str = "application/vnd.api+json";

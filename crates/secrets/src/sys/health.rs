@@ -1,0 +1,131 @@
+//! `GET|HEAD /v1/sys/health`: unauthenticated node health, with Vault's status-code knobs.
+//!
+//! Called from `routes.rs`. Vault answers 200 when active, 429 standby, 472 DR secondary,
+//! 473 performance standby, 501 uninitialized and 503 sealed, each overridable with a
+//! `*code` query parameter; `standbyok`/`perfstandbyok` turn standby answers into the active
+//! code. This node is always initialized, unsealed and active until the seal of the
+//! secrets-core issue exists, so only `activecode` changes the answer today; the others are
+//! still validated.
+//!
+//! Invariant: a malformed code or boolean is a 400 in Vault's error shape, never ignored.
+
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Serialize;
+
+use crate::{Error, Query, REPORTED_VERSION};
+
+#[derive(Debug, Serialize)]
+struct HealthResponse {
+    initialized: bool,
+    sealed: bool,
+    standby: bool,
+    performance_standby: bool,
+    replication_performance_mode: &'static str,
+    replication_dr_mode: &'static str,
+    server_time_utc: u64,
+    version: &'static str,
+    cluster_name: String,
+    cluster_id: String,
+}
+
+pub(crate) async fn read_health(
+    State(state): State<crate::State>,
+    Query { value: query, .. }: Query<HashMap<String, String>>,
+) -> Result<Response, Error> {
+    let codes = HealthCodes::parse(&query)?;
+    let cluster = state.cluster();
+    let body = HealthResponse {
+        initialized: true,
+        sealed: false,
+        standby: false,
+        performance_standby: false,
+        replication_performance_mode: "disabled",
+        replication_dr_mode: "disabled",
+        server_time_utc: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        version: REPORTED_VERSION,
+        cluster_name: cluster.name.clone(),
+        cluster_id: cluster.id.clone(),
+    };
+    Ok((codes.active, axum::Json(body)).into_response())
+}
+
+/// The status codes a health answer may use, after query overrides.
+#[derive(Debug, PartialEq, Eq)]
+struct HealthCodes {
+    active: StatusCode,
+    standby: StatusCode,
+    sealed: StatusCode,
+    uninit: StatusCode,
+}
+
+impl HealthCodes {
+    fn parse(query: &HashMap<String, String>) -> Result<HealthCodes, Error> {
+        let code = |name: &str, default: StatusCode| -> Result<StatusCode, Error> {
+            match query.get(name) {
+                None => Ok(default),
+                Some(raw) => raw
+                    .parse::<u16>()
+                    .ok()
+                    .and_then(|n| StatusCode::from_u16(n).ok())
+                    .ok_or_else(|| Error::InvalidParameter(format!("bad code: {raw}"))),
+            }
+        };
+        let flag = |name: &str| -> Result<bool, Error> {
+            match query.get(name) {
+                None => Ok(false),
+                // Vault treats a bare `?standbyok` as true.
+                Some(raw) if raw.is_empty() => Ok(true),
+                Some(raw) => http_kit::parse_bool(raw)
+                    .ok_or_else(|| Error::InvalidParameter(format!("bad value for {name}: {raw}"))),
+            }
+        };
+        let active = code("activecode", StatusCode::OK)?;
+        let standby = if flag("standbyok")? { active } else { code("standbycode", StatusCode::TOO_MANY_REQUESTS)? };
+        let _perf_standby_ok = flag("perfstandbyok")?;
+        let _perf_standby = code("performancestandbycode", StatusCode::from_u16(473).unwrap_or(StatusCode::OK))?;
+        let _dr_secondary = code("drsecondarycode", StatusCode::from_u16(472).unwrap_or(StatusCode::OK))?;
+        Ok(HealthCodes {
+            active,
+            standby,
+            sealed: code("sealedcode", StatusCode::SERVICE_UNAVAILABLE)?,
+            uninit: code("uninitcode", StatusCode::NOT_IMPLEMENTED)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<HealthCodes, Error> {
+        HealthCodes::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn health_codes_default_to_vaults() {
+        let codes = parse(&[]).unwrap();
+        assert_eq!(codes.active, StatusCode::OK);
+        assert_eq!(codes.standby, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(codes.sealed, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(codes.uninit, StatusCode::NOT_IMPLEMENTED);
+    }
+
+    #[test]
+    fn health_standbyok_uses_active_code() {
+        assert_eq!(parse(&[("standbyok", "true"), ("activecode", "204")]).unwrap().standby, StatusCode::NO_CONTENT);
+        assert_eq!(parse(&[("standbyok", "")]).unwrap().standby, StatusCode::OK);
+    }
+
+    #[test]
+    fn health_rejects_malformed_code() {
+        let err = parse(&[("activecode", "abc")]).unwrap_err();
+        assert_eq!(err.to_string(), "bad code: abc");
+        assert!(parse(&[("sealedcode", "99")]).is_err());
+        assert!(parse(&[("standbyok", "maybe")]).is_err());
+    }
+}

@@ -1,0 +1,3 @@
+//! System endpoints (`/v1/sys/*`), one file per URL family.
+
+pub(crate) mod health;

@@ -1,0 +1,283 @@
+//! The on-disk encoding of the `kv` and `history` tables' values, by hand: a format byte, then
+//! little-endian integers and length-prefixed byte strings.
+//!
+//! Where it sits: below `tables.rs` (which reads and writes redb) and above nothing; pure
+//! functions, no I/O.
+//!
+//! Invariants: decoding never panics and never allocates more than the record holds: any
+//! truncation, overlong length, unknown format byte, unknown event kind or trailing garbage is
+//! an [`Error::Backend`] naming the record. Encodings are stable: changing one means a new
+//! format byte and decoding the old one too.
+
+use storage::{Error, Event, EventKind, KeyValue, Revision};
+
+/// Format byte of a `kv` record: `create_rev u64, mod_rev u64, version u64, value_len u64,
+/// value`.
+const KV_FORMAT: u8 = 1;
+/// Format byte of a `history` record: `count u64`, then per event `kind u8, key_len u64, key,
+/// value_len u64, value`. The revision is the record's key.
+const HISTORY_FORMAT: u8 = 1;
+const PUT: u8 = 1;
+const DELETE: u8 = 2;
+
+/// Offset of `mod_rev` in a `kv` record.
+const MOD_REVISION_AT: usize = 1 + 8;
+
+pub(crate) fn encode_kv(
+    value: &[u8],
+    create_revision: Revision,
+    mod_revision: Revision,
+    version: u64,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + 8 * 4 + value.len());
+    out.push(KV_FORMAT);
+    out.extend_from_slice(&create_revision.to_le_bytes());
+    out.extend_from_slice(&mod_revision.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    put_bytes(&mut out, value);
+    out
+}
+
+pub(crate) fn decode_kv(key: &[u8], record: &[u8]) -> Result<KeyValue, Error> {
+    let what = || format!("kv record for key {:?}", String::from_utf8_lossy(key));
+    let mut reader = Reader::new(record, &what);
+    if reader.u8()? != KV_FORMAT {
+        return Err(reader.corrupt("unknown format"));
+    }
+    let create_revision = reader.u64()?;
+    let mod_revision = reader.u64()?;
+    let version = reader.u64()?;
+    let value = reader.bytes()?.to_vec();
+    reader.finish()?;
+    Ok(KeyValue {
+        key: key.to_vec(),
+        value,
+        create_revision,
+        mod_revision,
+        version,
+    })
+}
+
+/// Just the mod revision of a `kv` record, without copying its value.
+pub(crate) fn decode_mod_revision(key: &[u8], record: &[u8]) -> Result<Revision, Error> {
+    let what = || format!("kv record for key {:?}", String::from_utf8_lossy(key));
+    let mut reader = Reader::new(record, &what);
+    if reader.u8()? != KV_FORMAT {
+        return Err(reader.corrupt("unknown format"));
+    }
+    reader.take(MOD_REVISION_AT - 1)?;
+    reader.u64()
+}
+
+pub(crate) fn encode_events(events: &[Event]) -> Vec<u8> {
+    let size = events
+        .iter()
+        .map(|event| 1 + 16 + event.key.len() + event.value.len())
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(1 + 8 + size);
+    out.push(HISTORY_FORMAT);
+    out.extend_from_slice(&(events.len() as u64).to_le_bytes());
+    for event in events {
+        out.push(match event.kind {
+            EventKind::Put => PUT,
+            EventKind::Delete => DELETE,
+        });
+        put_bytes(&mut out, &event.key);
+        put_bytes(&mut out, &event.value);
+    }
+    out
+}
+
+pub(crate) fn decode_events(revision: Revision, record: &[u8]) -> Result<Vec<Event>, Error> {
+    let what = || format!("history record for revision {revision}");
+    let mut reader = Reader::new(record, &what);
+    if reader.u8()? != HISTORY_FORMAT {
+        return Err(reader.corrupt("unknown format"));
+    }
+    let count = reader.u64()?;
+    // Each event takes at least 17 bytes; a larger count is corruption, not a reason to
+    // allocate.
+    if count > (reader.remaining() / 17) as u64 {
+        return Err(reader.corrupt("event count exceeds the record"));
+    }
+    let mut events = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let kind = match reader.u8()? {
+            PUT => EventKind::Put,
+            DELETE => EventKind::Delete,
+            _ => return Err(reader.corrupt("unknown event kind")),
+        };
+        let key = reader.bytes()?.to_vec();
+        let value = reader.bytes()?.to_vec();
+        events.push(Event {
+            kind,
+            key,
+            value,
+            revision,
+        });
+    }
+    reader.finish()?;
+    Ok(events)
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a, W: Fn() -> String> {
+    bytes: &'a [u8],
+    what: &'a W,
+}
+
+impl<'a, W: Fn() -> String> Reader<'a, W> {
+    fn new(bytes: &'a [u8], what: &'a W) -> Reader<'a, W> {
+        Reader { bytes, what }
+    }
+
+    fn corrupt(&self, why: &str) -> Error {
+        Error::Backend(format!("corrupt {}: {why}", (self.what)()))
+    }
+
+    fn remaining(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if self.bytes.len() < n {
+            return Err(self.corrupt("truncated"));
+        }
+        let (head, tail) = self.bytes.split_at(n);
+        self.bytes = tail;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u64(&mut self) -> Result<u64, Error> {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    /// A length-prefixed byte string.
+    fn bytes(&mut self) -> Result<&'a [u8], Error> {
+        let len = self.u64()?;
+        let len = usize::try_from(len).map_err(|_| self.corrupt("length overflows"))?;
+        self.take(len)
+    }
+
+    fn finish(&self) -> Result<(), Error> {
+        if self.bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(self.corrupt("trailing bytes"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_events() -> Vec<Event> {
+        vec![
+            Event {
+                kind: EventKind::Put,
+                key: b"a".to_vec(),
+                value: b"1".to_vec(),
+                revision: 9,
+            },
+            Event {
+                kind: EventKind::Delete,
+                key: b"\x00\xff".to_vec(),
+                value: Vec::new(),
+                revision: 9,
+            },
+            Event {
+                kind: EventKind::Put,
+                key: Vec::new(),
+                value: vec![0; 300],
+                revision: 9,
+            },
+        ]
+    }
+
+    #[test]
+    fn kv_record_round_trips() {
+        let record = encode_kv(b"value", 3, 7, 2);
+        let kv = decode_kv(b"k", &record).unwrap();
+        assert_eq!(
+            kv,
+            KeyValue {
+                key: b"k".to_vec(),
+                value: b"value".to_vec(),
+                create_revision: 3,
+                mod_revision: 7,
+                version: 2
+            }
+        );
+        assert_eq!(decode_mod_revision(b"k", &record).unwrap(), 7);
+    }
+
+    #[test]
+    fn history_record_round_trips() {
+        let events = sample_events();
+        assert_eq!(decode_events(9, &encode_events(&events)).unwrap(), events);
+        assert_eq!(decode_events(4, &encode_events(&[])).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn truncated_records_are_backend_errors_not_panics() {
+        let kv = encode_kv(b"value", 3, 7, 2);
+        for len in 0..kv.len() {
+            assert!(
+                matches!(decode_kv(b"k", &kv[..len]), Err(Error::Backend(_))),
+                "kv length {len}"
+            );
+        }
+        for len in 0..MOD_REVISION_AT + 8 {
+            assert!(
+                decode_mod_revision(b"k", &kv[..len]).is_err(),
+                "mod revision length {len}"
+            );
+        }
+        let history = encode_events(&sample_events());
+        for len in 0..history.len() {
+            assert!(
+                matches!(decode_events(1, &history[..len]), Err(Error::Backend(_))),
+                "history length {len}"
+            );
+        }
+    }
+
+    #[test]
+    fn garbage_records_are_backend_errors_not_panics() {
+        let mut kv = encode_kv(b"value", 3, 7, 2);
+        kv.push(0);
+        assert!(decode_kv(b"k", &kv).is_err(), "trailing byte");
+        let mut huge = encode_kv(b"", 1, 1, 1);
+        let len_at = huge.len() - 8;
+        huge[len_at..].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode_kv(b"k", &huge).is_err(), "overlong length");
+        let mut wrong_format = encode_kv(b"v", 1, 1, 1);
+        wrong_format[0] = 99;
+        assert!(decode_kv(b"k", &wrong_format).is_err());
+
+        let mut history = encode_events(&sample_events());
+        history[1..9].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode_events(1, &history).is_err(), "absurd event count");
+        let mut history = encode_events(&sample_events());
+        history[9] = 7;
+        assert!(decode_events(1, &history).is_err(), "unknown event kind");
+        // Every single-byte flip either decodes to something or fails cleanly.
+        let history = encode_events(&sample_events());
+        for i in 0..history.len() {
+            let mut flipped = history.clone();
+            flipped[i] ^= 0x80;
+            let _ = decode_events(1, &flipped);
+        }
+    }
+}

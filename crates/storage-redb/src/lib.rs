@@ -1,0 +1,360 @@
+//! The embedded, durable default backend: [`RedbStorage`], the `storage::Storage` contract on
+//! one redb file.
+//!
+//! Where it sits: below `cairn` (which opens it from configuration and hands services an
+//! `Arc<dyn Storage>`), above redb. Modules: `codec` (record encoding), `tables` (schema and
+//! every redb operation), `writer` (the group-commit thread), and this file (the async API).
+//!
+//! How it works: writes go to one dedicated writer thread that commits every queued
+//! transaction in one durable redb commit (group commit: the disk's fsync rate, not the number
+//! of writers, bounds throughput), then publishes each transaction on a [`Hub`]. Reads open
+//! redb read transactions (MVCC snapshots, never blocked by the writer) on tokio's blocking
+//! pool. Watches replay the `history` table, then follow the hub.
+//!
+//! Invariants:
+//! - A transaction is durable (fsynced) when `txn` returns, and visible to readers and
+//!   watchers no earlier than its commit.
+//! - Revisions, the history table and tombstones follow the contract in `storage`'s docs;
+//!   history keeps the last [`RedbOptions::history_retention`] revisions.
+//! - Nothing read from disk is trusted: a corrupt record is an [`Error::Backend`], never a
+//!   panic.
+//! - After [`Storage::close`] returns, the writer thread has exited, the database file is
+//!   closed (once in-flight reads finish) and every call fails with [`Error::Closed`].
+
+mod codec;
+mod tables;
+mod writer;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, mpsc};
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use redb::{Database, ReadableDatabase};
+use storage::watch::{History, Hub};
+use storage::{
+    DEFAULT_HISTORY_RETENTION, Error, Event, KeyRange, KeyValue, Result, Revision, ScanResult,
+    Snapshot, Storage, Txn, TxnResult, WatchStream,
+};
+use tokio::sync::oneshot;
+
+use crate::tables::{OrBackend, Reader, WriteTables};
+use crate::writer::{Counters, Request, Writer};
+
+/// How to open a [`RedbStorage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedbOptions {
+    /// How many revisions of history to keep for watches (default
+    /// [`DEFAULT_HISTORY_RETENTION`]); older ones are compacted as new ones commit.
+    pub history_retention: u64,
+    /// redb's page cache size in bytes (default 64 MiB).
+    pub cache_size: usize,
+}
+
+impl Default for RedbOptions {
+    fn default() -> RedbOptions {
+        RedbOptions {
+            history_retention: DEFAULT_HISTORY_RETENTION,
+            cache_size: 64 << 20,
+        }
+    }
+}
+
+impl RedbOptions {
+    pub fn with_history_retention(mut self, history_retention: u64) -> RedbOptions {
+        self.history_retention = history_retention;
+        self
+    }
+
+    pub fn with_cache_size(mut self, cache_size: usize) -> RedbOptions {
+        self.cache_size = cache_size;
+        self
+    }
+}
+
+/// Counts of the writer's work since the store was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RedbStats {
+    /// Durable redb commits (groups that wrote something).
+    pub commits: u64,
+    /// Transactions and restores the writer applied, writing or not.
+    pub requests: u64,
+}
+
+/// A durable store in one redb file.
+pub struct RedbStorage {
+    inner: Arc<Inner>,
+}
+
+/// The database handle, shared with watch streams (through [`History`]).
+struct Shared {
+    closed: AtomicBool,
+    /// `None` once closed.
+    db: RwLock<Option<Arc<Database>>>,
+}
+
+struct Inner {
+    path: PathBuf,
+    shared: Arc<Shared>,
+    /// `None` once closed; dropping it stops the writer.
+    requests: Mutex<Option<mpsc::Sender<Request>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    /// `None` once closed; with the writer's clone gone, every watch stream ends.
+    hub: Mutex<Option<Hub>>,
+    revision: Arc<AtomicU64>,
+    stats: Arc<Counters>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl fmt::Debug for RedbStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedbStorage")
+            .field("path", &self.inner.path)
+            .field("revision", &self.inner.revision.load(Ordering::Acquire))
+            .field("closed", &self.inner.shared.closed.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+impl RedbStorage {
+    /// Opens (creating if missing) the store in the redb file at `path`, with default options.
+    pub fn open(path: &Path) -> Result<RedbStorage> {
+        RedbStorage::open_with(path, RedbOptions::default())
+    }
+
+    /// Opens (creating if missing) the store in the redb file at `path`. Blocks while redb
+    /// opens the file, which includes crash recovery after an unclean shutdown.
+    pub fn open_with(path: &Path, options: RedbOptions) -> Result<RedbStorage> {
+        let db = Database::builder()
+            .set_cache_size(options.cache_size)
+            .create(path)
+            .map_err(|err| Error::Backend(format!("redb: opening {}: {err}", path.display())))?;
+        let meta = {
+            let txn = db.begin_write().or_backend()?;
+            let meta = WriteTables::open(&txn)?.read_meta()?;
+            txn.commit().or_backend()?;
+            meta
+        };
+        let db = Arc::new(db);
+        let hub = Hub::new();
+        let revision = Arc::new(AtomicU64::new(meta.revision));
+        let (sender, receiver) = mpsc::channel();
+        let stats = Arc::new(Counters::default());
+        let writer = Writer {
+            db: db.clone(),
+            hub: hub.clone(),
+            requests: receiver,
+            revision: revision.clone(),
+            meta,
+            retention: options.history_retention,
+            stats: stats.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name("storage-redb-writer".to_owned())
+            .spawn(move || writer.run())
+            .map_err(|err| Error::Backend(format!("starting the writer thread: {err}")))?;
+        Ok(RedbStorage {
+            inner: Arc::new(Inner {
+                path: path.to_owned(),
+                shared: Arc::new(Shared {
+                    closed: AtomicBool::new(false),
+                    db: RwLock::new(Some(db)),
+                }),
+                requests: Mutex::new(Some(sender)),
+                writer: Mutex::new(Some(handle)),
+                hub: Mutex::new(Some(hub)),
+                revision,
+                stats,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// What the writer has done since open: with concurrent writers, fewer commits than
+    /// requests is group commit at work.
+    pub fn stats(&self) -> RedbStats {
+        RedbStats {
+            commits: self.inner.stats.commits.load(Ordering::Relaxed),
+            requests: self.inner.stats.requests.load(Ordering::Relaxed),
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.shared.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends a request to the writer and waits for its answer.
+    async fn submit<T>(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<T>>) -> Request,
+    ) -> Result<T> {
+        self.check_open()?;
+        let (reply, answer) = oneshot::channel();
+        {
+            let requests = lock(&self.inner.requests);
+            let Some(requests) = requests.as_ref() else {
+                return Err(Error::Closed);
+            };
+            if requests.send(request(reply)).is_err() {
+                return Err(self.writer_gone());
+            }
+        }
+        answer.await.map_err(|_| self.writer_gone())?
+    }
+
+    fn writer_gone(&self) -> Error {
+        match self.check_open() {
+            Err(closed) => closed,
+            Ok(()) => Error::Backend("the redb writer thread stopped".to_owned()),
+        }
+    }
+}
+
+impl Shared {
+    fn db(&self) -> Result<Arc<Database>> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        self.db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or(Error::Closed)
+    }
+
+    /// Runs `query` in a fresh read transaction on the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        query: impl FnOnce(&Reader) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let db = self.db()?;
+        tokio::task::spawn_blocking(move || {
+            let reader = Reader::new(db.begin_read().or_backend()?);
+            query(&reader)
+        })
+        .await
+        .map_err(|err| Error::Backend(format!("read task failed: {err}")))?
+    }
+}
+
+impl History for Shared {
+    fn read_history(
+        &self,
+        range: &KeyRange,
+        after: Revision,
+    ) -> BoxFuture<'_, Result<(Vec<Event>, Revision)>> {
+        let range = range.clone();
+        Box::pin(self.read(move |reader| reader.history(&range, after)))
+    }
+}
+
+#[async_trait]
+impl Storage for RedbStorage {
+    async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
+        let key = key.to_vec();
+        self.inner.shared.read(move |reader| reader.get(&key)).await
+    }
+
+    async fn scan(&self, range: KeyRange, limit: Option<usize>) -> Result<ScanResult> {
+        self.inner
+            .shared
+            .read(move |reader| reader.scan(&range, limit))
+            .await
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResult> {
+        self.submit(|reply| Request::Txn { txn, reply }).await
+    }
+
+    async fn revision(&self) -> Result<Revision> {
+        self.check_open()?;
+        Ok(self.inner.revision.load(Ordering::Acquire))
+    }
+
+    async fn range_revision(&self, range: KeyRange) -> Result<Revision> {
+        self.inner
+            .shared
+            .read(move |reader| reader.range_revision(&range))
+            .await
+    }
+
+    async fn watch(&self, range: KeyRange, after: Revision) -> Result<WatchStream> {
+        self.check_open()?;
+        let hub = lock(&self.inner.hub).clone().ok_or(Error::Closed)?;
+        let history: Arc<dyn History> = self.inner.shared.clone();
+        Ok(hub.watch(history, range, after))
+    }
+
+    async fn snapshot(&self) -> Result<Snapshot> {
+        self.inner.shared.read(|reader| reader.snapshot()).await
+    }
+
+    async fn restore(&self, snapshot: &Snapshot) -> Result<Revision> {
+        // Refuse a malformed snapshot before it reaches the writer.
+        storage::restore_txn(std::iter::empty(), snapshot)?;
+        let snapshot = snapshot.clone();
+        self.submit(|reply| Request::Restore { snapshot, reply })
+            .await
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.inner.shared.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Dropping the sender lets the writer finish what is queued and exit.
+        drop(lock(&self.inner.requests).take());
+        drop(lock(&self.inner.hub).take());
+        let writer = lock(&self.inner.writer).take();
+        if let Some(writer) = writer {
+            tokio::task::spawn_blocking(move || writer.join())
+                .await
+                .map_err(|err| Error::Backend(format!("joining the writer thread: {err}")))?
+                .map_err(|_| Error::Backend("the redb writer thread panicked".to_owned()))?;
+        }
+        let db = self
+            .inner
+            .shared
+            .db
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // The writer's handle is gone; if no read is in flight this is the last one.
+        if let Some(db) = db.and_then(|db| Arc::try_unwrap(db).ok()) {
+            db.close().or_backend()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Without `close`: stop the writer (it exits once its queue is empty), end watches, and
+        // release this handle on the database.
+        self.shared.closed.store(true, Ordering::Release);
+        drop(lock(&self.requests).take());
+        drop(lock(&self.hub).take());
+        drop(
+            self.shared
+                .db
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+    }
+}

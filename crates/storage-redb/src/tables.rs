@@ -1,0 +1,390 @@
+//! The redb schema and every operation on it: applying a transaction inside a write
+//! transaction, compaction, and the read-side queries behind `get`, `scan`, `range_revision`,
+//! `snapshot` and watch history.
+//!
+//! Where it sits: between `codec.rs` (record encoding) and `writer.rs` / `lib.rs` (threads and
+//! the `Storage` API); no threads or async here.
+//!
+//! Tables:
+//! - `kv`: key → [`codec::encode_kv`] (value, create/mod revision, version).
+//! - `meta`: `"revision"` (last committed), `"compacted"` (history holds exactly the revisions
+//!   in `(compacted, revision]`), `"tombstone_floor"` (highest delete revision whose tombstone
+//!   compaction pruned).
+//! - `history`: revision → [`codec::encode_events`] of that transaction, one per writing
+//!   transaction.
+//! - `tombstones`: key → revision of its deletion, for deletes still in `history`.
+//!
+//! Invariants: all four tables change together in one redb write transaction; a transaction
+//! that writes nothing leaves every table untouched; nothing here panics on what it reads.
+
+use std::fmt::Display;
+
+use redb::{ReadTransaction, ReadableTable, Table, TableDefinition, WriteTransaction};
+use storage::watch::Batch;
+use storage::{
+    Error, Event, EventKind, KeyRange, KeyValue, Op, Revision, ScanResult, Snapshot, Txn, TxnResult,
+};
+
+use crate::codec;
+
+pub(crate) const KV: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("kv");
+pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+pub(crate) const HISTORY: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("history");
+pub(crate) const TOMBSTONES: TableDefinition<'_, &[u8], u64> = TableDefinition::new("tombstones");
+
+const REVISION: &str = "revision";
+const COMPACTED: &str = "compacted";
+const TOMBSTONE_FLOOR: &str = "tombstone_floor";
+
+/// Maps any redb error into the backend-neutral one.
+pub(crate) fn backend(err: impl Display) -> Error {
+    Error::Backend(format!("redb: {err}"))
+}
+
+pub(crate) trait OrBackend<T> {
+    fn or_backend(self) -> Result<T, Error>;
+}
+
+impl<T, E: Display> OrBackend<T> for Result<T, E> {
+    fn or_backend(self) -> Result<T, Error> {
+        self.map_err(backend)
+    }
+}
+
+/// The `meta` table's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Meta {
+    pub(crate) revision: Revision,
+    pub(crate) compacted: Revision,
+    pub(crate) tombstone_floor: Revision,
+}
+
+impl Meta {
+    fn check(self) -> Result<Meta, Error> {
+        if self.compacted > self.revision || self.tombstone_floor > self.compacted {
+            return Err(Error::Backend(format!("corrupt meta table: {self:?}")));
+        }
+        Ok(self)
+    }
+}
+
+fn read_meta_from(table: &impl ReadableTable<&'static str, u64>) -> Result<Meta, Error> {
+    let get = |name: &str| -> Result<u64, Error> {
+        Ok(table
+            .get(name)
+            .or_backend()?
+            .map_or(0, |value| value.value()))
+    };
+    Meta {
+        revision: get(REVISION)?,
+        compacted: get(COMPACTED)?,
+        tombstone_floor: get(TOMBSTONE_FLOOR)?,
+    }
+    .check()
+}
+
+/// Every table, opened inside one write transaction.
+pub(crate) struct WriteTables<'t> {
+    kv: Table<'t, &'static [u8], &'static [u8]>,
+    meta: Table<'t, &'static str, u64>,
+    history: Table<'t, u64, &'static [u8]>,
+    tombstones: Table<'t, &'static [u8], u64>,
+}
+
+impl<'t> WriteTables<'t> {
+    /// Opens (creating if needed) every table.
+    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<WriteTables<'t>, Error> {
+        Ok(WriteTables {
+            kv: txn.open_table(KV).or_backend()?,
+            meta: txn.open_table(META).or_backend()?,
+            history: txn.open_table(HISTORY).or_backend()?,
+            tombstones: txn.open_table(TOMBSTONES).or_backend()?,
+        })
+    }
+
+    pub(crate) fn read_meta(&self) -> Result<Meta, Error> {
+        read_meta_from(&self.meta)
+    }
+
+    pub(crate) fn write_meta(&mut self, meta: Meta) -> Result<(), Error> {
+        self.meta.insert(REVISION, meta.revision).or_backend()?;
+        self.meta.insert(COMPACTED, meta.compacted).or_backend()?;
+        self.meta
+            .insert(TOMBSTONE_FLOOR, meta.tombstone_floor)
+            .or_backend()?;
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {
+        match self.kv.get(key).or_backend()? {
+            Some(record) => Ok(Some(codec::decode_kv(key, record.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every key, in order: what a restore diffs against.
+    pub(crate) fn keys(&self) -> Result<Vec<Vec<u8>>, Error> {
+        let mut keys = Vec::new();
+        for entry in self.kv.iter().or_backend()? {
+            let (key, _) = entry.or_backend()?;
+            keys.push(key.value().to_vec());
+        }
+        Ok(keys)
+    }
+
+    /// Applies `txn` on top of `meta.revision` (which sees every earlier transaction of this
+    /// write transaction). If it wrote anything, logs it, advances `meta.revision` and returns
+    /// its batch.
+    pub(crate) fn apply(
+        &mut self,
+        txn: &Txn,
+        meta: &mut Meta,
+    ) -> Result<(TxnResult, Option<Batch>), Error> {
+        let mut succeeded = true;
+        for compare in &txn.compares {
+            if !compare.holds(self.get(compare.key())?.as_ref()) {
+                succeeded = false;
+                break;
+            }
+        }
+        let ops = if succeeded {
+            &txn.success
+        } else {
+            &txn.failure
+        };
+        let revision = meta.revision + 1;
+        let mut events = Vec::new();
+        for op in ops {
+            match op {
+                Op::Put { key, value } => self.put(key, value, revision, &mut events)?,
+                Op::Delete { key } => self.delete(key, revision, &mut events)?,
+                Op::DeleteRange(range) => {
+                    if range.is_empty() {
+                        continue;
+                    }
+                    let mut keys = Vec::new();
+                    for entry in self.kv.range::<&[u8]>(range.bounds()).or_backend()? {
+                        let (key, _) = entry.or_backend()?;
+                        keys.push(key.value().to_vec());
+                    }
+                    for key in keys {
+                        self.delete(&key, revision, &mut events)?;
+                    }
+                }
+            }
+        }
+        if events.is_empty() {
+            return Ok((
+                TxnResult {
+                    succeeded,
+                    revision: meta.revision,
+                },
+                None,
+            ));
+        }
+        self.history
+            .insert(revision, codec::encode_events(&events).as_slice())
+            .or_backend()?;
+        meta.revision = revision;
+        Ok((
+            TxnResult {
+                succeeded,
+                revision,
+            },
+            Some(Batch { revision, events }),
+        ))
+    }
+
+    fn put(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        revision: Revision,
+        events: &mut Vec<Event>,
+    ) -> Result<(), Error> {
+        let (create_revision, version) = match self.get(key)? {
+            Some(old) => (old.create_revision, old.version + 1),
+            None => (revision, 1),
+        };
+        let record = codec::encode_kv(value, create_revision, revision, version);
+        self.kv.insert(key, record.as_slice()).or_backend()?;
+        self.tombstones.remove(key).or_backend()?;
+        events.push(Event {
+            kind: EventKind::Put,
+            key: key.to_vec(),
+            value: value.to_vec(),
+            revision,
+        });
+        Ok(())
+    }
+
+    fn delete(
+        &mut self,
+        key: &[u8],
+        revision: Revision,
+        events: &mut Vec<Event>,
+    ) -> Result<(), Error> {
+        if self.kv.remove(key).or_backend()?.is_some() {
+            self.tombstones.insert(key, revision).or_backend()?;
+            events.push(Event {
+                kind: EventKind::Delete,
+                key: key.to_vec(),
+                value: Vec::new(),
+                revision,
+            });
+        }
+        Ok(())
+    }
+
+    /// Drops history older than `retention` revisions, with the tombstones those entries
+    /// created, raising `meta.compacted` and `meta.tombstone_floor`.
+    pub(crate) fn compact(&mut self, meta: &mut Meta, retention: u64) -> Result<(), Error> {
+        let floor = meta.revision.saturating_sub(retention);
+        if floor <= meta.compacted {
+            return Ok(());
+        }
+        let mut dropped = Vec::new();
+        let mut deletes = Vec::new();
+        for entry in self
+            .history
+            .range::<u64>(meta.compacted + 1..=floor)
+            .or_backend()?
+        {
+            let (revision, record) = entry.or_backend()?;
+            let revision = revision.value();
+            dropped.push(revision);
+            // A record that no longer decodes is being discarded anyway; its tombstones stay
+            // (harmless: they only make range_revision conservative).
+            if let Ok(events) = codec::decode_events(revision, record.value()) {
+                deletes.extend(
+                    events
+                        .into_iter()
+                        .filter(|event| event.kind == EventKind::Delete)
+                        .map(|event| (revision, event.key)),
+                );
+            }
+        }
+        for (revision, key) in deletes {
+            let current = self
+                .tombstones
+                .get(key.as_slice())
+                .or_backend()?
+                .map(|value| value.value());
+            if current == Some(revision) {
+                self.tombstones.remove(key.as_slice()).or_backend()?;
+                meta.tombstone_floor = meta.tombstone_floor.max(revision);
+            }
+        }
+        for revision in dropped {
+            self.history.remove(revision).or_backend()?;
+        }
+        meta.compacted = floor;
+        Ok(())
+    }
+}
+
+/// Read-side queries, each inside one read transaction (so each sees one revision).
+pub(crate) struct Reader {
+    txn: ReadTransaction,
+}
+
+impl Reader {
+    pub(crate) fn new(txn: ReadTransaction) -> Reader {
+        Reader { txn }
+    }
+
+    pub(crate) fn meta(&self) -> Result<Meta, Error> {
+        read_meta_from(&self.txn.open_table(META).or_backend()?)
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {
+        let kv = self.txn.open_table(KV).or_backend()?;
+        match kv.get(key).or_backend()? {
+            Some(record) => Ok(Some(codec::decode_kv(key, record.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn scan(&self, range: &KeyRange, limit: Option<usize>) -> Result<ScanResult, Error> {
+        let mut result = ScanResult {
+            kvs: Vec::new(),
+            revision: self.meta()?.revision,
+            more: false,
+        };
+        if range.is_empty() {
+            return Ok(result);
+        }
+        let limit = limit.unwrap_or(usize::MAX);
+        let kv = self.txn.open_table(KV).or_backend()?;
+        for entry in kv.range::<&[u8]>(range.bounds()).or_backend()? {
+            if result.kvs.len() == limit {
+                result.more = true;
+                break;
+            }
+            let (key, record) = entry.or_backend()?;
+            result
+                .kvs
+                .push(codec::decode_kv(key.value(), record.value())?);
+        }
+        Ok(result)
+    }
+
+    pub(crate) fn range_revision(&self, range: &KeyRange) -> Result<Revision, Error> {
+        let meta = self.meta()?;
+        if range.is_empty() {
+            return Ok(0);
+        }
+        let mut latest = meta.tombstone_floor;
+        let kv = self.txn.open_table(KV).or_backend()?;
+        for entry in kv.range::<&[u8]>(range.bounds()).or_backend()? {
+            let (key, record) = entry.or_backend()?;
+            latest = latest.max(codec::decode_mod_revision(key.value(), record.value())?);
+        }
+        let tombstones = self.txn.open_table(TOMBSTONES).or_backend()?;
+        for entry in tombstones.range::<&[u8]>(range.bounds()).or_backend()? {
+            let (_, revision) = entry.or_backend()?;
+            latest = latest.max(revision.value());
+        }
+        Ok(latest)
+    }
+
+    pub(crate) fn snapshot(&self) -> Result<Snapshot, Error> {
+        let revision = self.meta()?.revision;
+        let kv = self.txn.open_table(KV).or_backend()?;
+        let mut entries = Vec::new();
+        for entry in kv.iter().or_backend()? {
+            let (key, record) = entry.or_backend()?;
+            entries.push(codec::decode_kv(key.value(), record.value())?);
+        }
+        Ok(Snapshot { revision, entries })
+    }
+
+    /// Every logged event in `range` after `after`, and the revision read at.
+    pub(crate) fn history(
+        &self,
+        range: &KeyRange,
+        after: Revision,
+    ) -> Result<(Vec<Event>, Revision), Error> {
+        let meta = self.meta()?;
+        if after < meta.compacted {
+            return Err(Error::Compacted {
+                requested: after,
+                compacted: meta.compacted,
+            });
+        }
+        let mut events = Vec::new();
+        if after >= meta.revision {
+            return Ok((events, meta.revision));
+        }
+        let history = self.txn.open_table(HISTORY).or_backend()?;
+        for entry in history
+            .range::<u64>(after + 1..=meta.revision)
+            .or_backend()?
+        {
+            let (revision, record) = entry.or_backend()?;
+            let batch = codec::decode_events(revision.value(), record.value())?;
+            events.extend(batch.into_iter().filter(|event| range.contains(&event.key)));
+        }
+        Ok((events, meta.revision))
+    }
+}
