@@ -9,7 +9,11 @@ use clap::{Args, Parser, Subcommand};
 use http_kit::LogFormat;
 
 #[derive(Debug, Parser)]
-#[command(name = "cairn", version, about = "Secrets, sessions, jobs and an IaC platform in one binary.")]
+#[command(
+    name = "cairn",
+    version,
+    about = "Secrets, sessions, jobs and an IaC platform in one binary."
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -34,16 +38,36 @@ pub(crate) struct DevArgs {
     #[arg(long, env = "CAIRN_ROOT_TOKEN", value_name = "TOKEN")]
     pub(crate) root_token: Option<String>,
     /// Secrets store listen address.
-    #[arg(long, env = "CAIRN_SECRETS_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:8200")]
+    #[arg(
+        long,
+        env = "CAIRN_SECRETS_ADDR",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:8200"
+    )]
     pub(crate) secrets_addr: SocketAddr,
     /// Session registry listen address.
-    #[arg(long, env = "CAIRN_REGISTRY_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:8500")]
+    #[arg(
+        long,
+        env = "CAIRN_REGISTRY_ADDR",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:8500"
+    )]
     pub(crate) registry_addr: SocketAddr,
     /// Job scheduler listen address.
-    #[arg(long, env = "CAIRN_SCHEDULER_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:4646")]
+    #[arg(
+        long,
+        env = "CAIRN_SCHEDULER_ADDR",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:4646"
+    )]
     pub(crate) scheduler_addr: SocketAddr,
     /// Platform listen address.
-    #[arg(long, env = "CAIRN_PLATFORM_ADDR", value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "CAIRN_PLATFORM_ADDR",
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:8080"
+    )]
     pub(crate) platform_addr: SocketAddr,
     #[command(flatten)]
     pub(crate) log: LogArgs,
@@ -61,9 +85,19 @@ pub(crate) struct ServerArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct LogArgs {
     /// Log format on stderr: json or text.
-    #[arg(long, env = "CAIRN_LOG_FORMAT", value_name = "FORMAT", default_value = "text")]
+    #[arg(
+        long,
+        env = "CAIRN_LOG_FORMAT",
+        value_name = "FORMAT",
+        default_value = "text"
+    )]
     pub(crate) log_format: LogFormat,
     /// Log filter, in tracing's EnvFilter syntax.
-    #[arg(long, env = "CAIRN_LOG_LEVEL", value_name = "FILTER", default_value = "info")]
+    #[arg(
+        long,
+        env = "CAIRN_LOG_LEVEL",
+        value_name = "FILTER",
+        default_value = "info"
+    )]
     pub(crate) log_level: String,
 }

@@ -72,8 +72,8 @@ pub(crate) async fn run_server(args: ServerArgs) -> Result<(), Error> {
 pub(crate) fn load(path: &Path) -> Result<Plan, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|err| Error::Config(format!("cannot read {}: {err}", path.display())))?;
-    let config: ServerConfig = hcl::from_str(&text)
-        .map_err(|err| Error::Config(format!("{}: {err}", path.display())))?;
+    let config: ServerConfig =
+        hcl::from_str(&text).map_err(|err| Error::Config(format!("{}: {err}", path.display())))?;
     let base = path.parent().unwrap_or(Path::new("."));
     plan_from(config, base)
 }
@@ -88,26 +88,38 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
     ];
     let mut services = Vec::new();
     for (kind, block) in blocks {
-        let Some(block) = block.filter(|b| b.enabled) else { continue };
+        let Some(block) = block.filter(|b| b.enabled) else {
+            continue;
+        };
         let addr = block.address.unwrap_or_else(|| kind.default_addr());
-        if let Some(other) = services.iter().find(|s: &&Listen| s.addr == addr && addr.port() != 0) {
+        if let Some(other) = services
+            .iter()
+            .find(|s: &&Listen| s.addr == addr && addr.port() != 0)
+        {
             return Err(Error::Config(format!(
                 "{} and {} both listen on {addr}",
                 other.kind.name(),
                 kind.name()
             )));
         }
-        let tls = block
-            .tls
-            .map(|tls| TlsFiles { cert_file: resolve(tls.cert_file), key_file: resolve(tls.key_file) });
+        let tls = block.tls.map(|tls| TlsFiles {
+            cert_file: resolve(tls.cert_file),
+            key_file: resolve(tls.key_file),
+        });
         services.push(Listen { kind, addr, tls });
     }
     if services.is_empty() {
         return Err(Error::Config(
-            "no service is enabled: add a secrets, registry, scheduler or platform block".to_owned(),
+            "no service is enabled: add a secrets, registry, scheduler or platform block"
+                .to_owned(),
         ));
     }
-    Ok(Plan { mode: "server", data_dir: DataDir::Kept(resolve(config.data_dir)), services, dev_root_token: None })
+    Ok(Plan {
+        mode: "server",
+        data_dir: DataDir::Kept(resolve(config.data_dir)),
+        services,
+        dev_root_token: None,
+    })
 }
 
 #[cfg(test)]
@@ -122,7 +134,8 @@ mod tests {
 
     #[test]
     fn config_enables_only_present_blocks_with_upstream_defaults() {
-        let plan = check("data_dir = \"data\"\nregistry {}\nscheduler { enabled = false }").unwrap();
+        let plan =
+            check("data_dir = \"data\"\nregistry {}\nscheduler { enabled = false }").unwrap();
         assert_eq!(plan.services.len(), 1);
         assert_eq!(plan.services[0].kind, ServiceKind::Registry);
         assert_eq!(plan.services[0].addr, "127.0.0.1:8500".parse().unwrap());

@@ -15,14 +15,21 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
     let data_dir = match args.data_dir {
         Some(path) => DataDir::Kept(path),
         None => DataDir::Temporary(
-            tempfile::Builder::new().prefix("cairn-dev-").tempdir().map_err(Error::DataDir)?,
+            tempfile::Builder::new()
+                .prefix("cairn-dev-")
+                .tempdir()
+                .map_err(Error::DataDir)?,
         ),
     };
     let root_token = args.root_token.unwrap_or_else(random_token);
     if root_token.trim().is_empty() {
         return Err(Error::InvalidRootToken);
     }
-    let listen = |kind, addr| Listen { kind, addr, tls: None };
+    let listen = |kind, addr| Listen {
+        kind,
+        addr,
+        tls: None,
+    };
     let plan = Plan {
         mode: "dev",
         data_dir,
@@ -39,7 +46,11 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
 
 /// A Vault-style service token: `s.` and 24 random alphanumerics.
 fn random_token() -> String {
-    let suffix: String = rand::rng().sample_iter(&Alphanumeric).take(24).map(char::from).collect();
+    let suffix: String = rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(24)
+        .map(char::from)
+        .collect();
     format!("s.{suffix}")
 }
 

@@ -106,15 +106,31 @@ pub(crate) enum Error {
     #[error("configuration: {0}")]
     Config(String),
     #[error("cannot open the store in {path}: {source}")]
-    OpenStore { path: PathBuf, source: storage::Error },
+    OpenStore {
+        path: PathBuf,
+        source: storage::Error,
+    },
     #[error("cannot listen on {addr} for {service}: {source}")]
-    Bind { service: &'static str, addr: SocketAddr, source: std::io::Error },
+    Bind {
+        service: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("TLS for {service}: {message}")]
-    Tls { service: &'static str, message: String },
+    Tls {
+        service: &'static str,
+        message: String,
+    },
     #[error("cannot start {service}: {message}")]
-    Service { service: &'static str, message: String },
+    Service {
+        service: &'static str,
+        message: String,
+    },
     #[error("{service} stopped serving: {source}")]
-    Serve { service: &'static str, source: std::io::Error },
+    Serve {
+        service: &'static str,
+        source: std::io::Error,
+    },
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("closing the store: {0}")]
@@ -132,8 +148,14 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
         let path = store_path.clone();
         let opened = tokio::task::spawn_blocking(move || RedbStorage::open(&path))
             .await
-            .map_err(|err| Error::OpenStore { path: store_path.clone(), source: storage::Error::Backend(err.to_string()) })?;
-        Arc::new(opened.map_err(|source| Error::OpenStore { path: store_path.clone(), source })?)
+            .map_err(|err| Error::OpenStore {
+                path: store_path.clone(),
+                source: storage::Error::Backend(err.to_string()),
+            })?;
+        Arc::new(opened.map_err(|source| Error::OpenStore {
+            path: store_path.clone(),
+            source,
+        })?)
     };
 
     let result = serve_all(&plan, storage.clone()).await;
@@ -148,7 +170,11 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
     for service in &plan.services {
         let listener = TcpListener::bind(service.addr)
             .await
-            .map_err(|source| Error::Bind { service: service.kind.name(), addr: service.addr, source })?;
+            .map_err(|source| Error::Bind {
+                service: service.kind.name(),
+                addr: service.addr,
+                source,
+            })?;
         let local = listener.local_addr().map_err(|source| Error::Bind {
             service: service.kind.name(),
             addr: service.addr,
@@ -157,8 +183,12 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
         let tls = match &service.tls {
             None => None,
             Some(files) => Some(
-                http_kit::load_tls_config(&files.cert_file, &files.key_file)
-                    .map_err(|err| Error::Tls { service: service.kind.name(), message: err.to_string() })?,
+                http_kit::load_tls_config(&files.cert_file, &files.key_file).map_err(|err| {
+                    Error::Tls {
+                        service: service.kind.name(),
+                        message: err.to_string(),
+                    }
+                })?,
             ),
         };
         bound.push((service.kind, listener, local, tls));
@@ -168,7 +198,10 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
     for (kind, listener, local, tls) in bound {
-        let router = http_kit::layers(build_router(kind, local, plan, storage.clone()).await?, &http_kit::HttpOptions::default());
+        let router = http_kit::layers(
+            build_router(kind, local, plan, storage.clone()).await?,
+            &http_kit::HttpOptions::default(),
+        );
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
         let token = shutdown.clone();
@@ -177,20 +210,31 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
                 Some(tls) => http_kit::serve_tls(listener, tls, router, token).await,
                 None => http_kit::serve(listener, router, token).await,
             };
-            served.map_err(|source| Error::Serve { service: kind.name(), source })
+            served.map_err(|source| Error::Serve {
+                service: kind.name(),
+                source,
+            })
         });
     }
     let kept = match plan.data_dir {
         DataDir::Kept(_) => "",
         DataDir::Temporary(_) => " (removed on exit)",
     };
-    banner.push(format!("  {:<11} {}{kept}", "data dir", plan.data_dir.path().display()));
+    banner.push(format!(
+        "  {:<11} {}{kept}",
+        "data dir",
+        plan.data_dir.path().display()
+    ));
     if let Some(token) = &plan.dev_root_token {
         banner.push(format!("  {:<11} {token}", "root token"));
     }
     banner.push("ready".to_owned());
     crate::println_stdout(&banner.join("\n"));
-    tracing::info!(message = "Cairn is ready.", mode = plan.mode, services = plan.services.len());
+    tracing::info!(
+        message = "Cairn is ready.",
+        mode = plan.mode,
+        services = plan.services.len()
+    );
 
     // Run until a signal arrives or a server fails; then stop everything.
     let mut failure = None;
@@ -214,7 +258,10 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
 }
 
 fn flatten(joined: Result<Result<(), Error>, tokio::task::JoinError>) -> Result<(), Error> {
-    joined.map_err(|err| Error::Service { service: "task", message: err.to_string() })?
+    joined.map_err(|err| Error::Service {
+        service: "task",
+        message: err.to_string(),
+    })?
 }
 
 async fn build_router(
@@ -228,25 +275,41 @@ async fn build_router(
         ServiceKind::Secrets => {
             let state = secrets::State::open(storage, secrets::Config { dev_root_token })
                 .await
-                .map_err(|err| Error::Service { service: kind.name(), message: err.to_string() })?;
+                .map_err(|err| Error::Service {
+                    service: kind.name(),
+                    message: err.to_string(),
+                })?;
             secrets::router(state)
         }
         ServiceKind::Registry => registry::router(registry::State::new(
             storage,
-            registry::Config { advertise_addr: advertise(local), dev_root_token },
+            registry::Config {
+                advertise_addr: advertise(local),
+                dev_root_token,
+            },
         )),
         ServiceKind::Scheduler => scheduler::router(scheduler::State::new(
             storage,
-            scheduler::Config { client_enabled: false, dev_root_token },
+            scheduler::Config {
+                client_enabled: false,
+                dev_root_token,
+            },
         )),
-        ServiceKind::Platform => platform::router(platform::State::new(storage, platform::Config { dev_root_token })),
+        ServiceKind::Platform => platform::router(platform::State::new(
+            storage,
+            platform::Config { dev_root_token },
+        )),
     })
 }
 
 /// The address other parties should use: a wildcard bind is advertised as loopback.
 fn advertise(local: SocketAddr) -> SocketAddr {
     if local.ip().is_unspecified() {
-        let ip = if local.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() };
+        let ip = if local.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        };
         SocketAddr::new(ip, local.port())
     } else {
         local

@@ -16,7 +16,11 @@ async fn dev_serves_every_health_endpoint() {
     let cairn = Cairn::dev(&[]).await;
     let client = http();
 
-    let secrets = client.get(cairn.url("secrets", "/v1/sys/health")).send().await.unwrap();
+    let secrets = client
+        .get(cairn.url("secrets", "/v1/sys/health"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(secrets.status(), 200);
     assert_eq!(secrets.headers()["content-type"], "application/json");
     let body: Value = secrets.json().await.unwrap();
@@ -25,17 +29,29 @@ async fn dev_serves_every_health_endpoint() {
     assert_eq!(body["standby"], false);
     assert!(body["cluster_id"].as_str().unwrap().len() == 36);
 
-    let leader = client.get(cairn.url("registry", "/v1/status/leader")).send().await.unwrap();
+    let leader = client
+        .get(cairn.url("registry", "/v1/status/leader"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(leader.status(), 200);
     let leader: String = leader.json().await.unwrap();
     assert_eq!(leader, cairn.addr("registry"));
 
-    let agent = client.get(cairn.url("scheduler", "/v1/agent/health")).send().await.unwrap();
+    let agent = client
+        .get(cairn.url("scheduler", "/v1/agent/health"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(agent.status(), 200);
     let agent: Value = agent.json().await.unwrap();
     assert_eq!(agent["server"]["ok"], true);
 
-    let ping = client.get(cairn.url("platform", "/api/v2/ping")).send().await.unwrap();
+    let ping = client
+        .get(cairn.url("platform", "/api/v2/ping"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ping.status(), 204);
     assert_eq!(ping.headers()["tfp-api-version"], "2.5");
     assert!(ping.headers().contains_key("x-ratelimit-limit"));
@@ -80,7 +96,17 @@ async fn dev_flag_wins_over_environment() {
     let flag = format!("127.0.0.1:{flag_port}");
     let env = format!("127.0.0.1:{env_port}");
     let cairn = Cairn::start_with_env(
-        &["dev", "--secrets-addr", &flag, "--registry-addr", "127.0.0.1:0", "--scheduler-addr", "127.0.0.1:0", "--platform-addr", "127.0.0.1:0"],
+        &[
+            "dev",
+            "--secrets-addr",
+            &flag,
+            "--registry-addr",
+            "127.0.0.1:0",
+            "--scheduler-addr",
+            "127.0.0.1:0",
+            "--platform-addr",
+            "127.0.0.1:0",
+        ],
         &[("CAIRN_SECRETS_ADDR", env.as_str())],
     )
     .await;
@@ -122,10 +148,24 @@ async fn dev_data_dir_persists_across_runs() {
 async fn dev_refuses_a_port_in_use_with_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let output = support::run_to_end(&["dev", "--platform-addr", &addr, "--secrets-addr", "127.0.0.1:0", "--registry-addr", "127.0.0.1:0", "--scheduler-addr", "127.0.0.1:0"]).await;
+    let output = support::run_to_end(&[
+        "dev",
+        "--platform-addr",
+        &addr,
+        "--secrets-addr",
+        "127.0.0.1:0",
+        "--registry-addr",
+        "127.0.0.1:0",
+        "--scheduler-addr",
+        "127.0.0.1:0",
+    ])
+    .await;
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("cannot listen on") && stderr.contains("platform"), "{stderr}");
+    assert!(
+        stderr.contains("cannot listen on") && stderr.contains("platform"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -142,26 +182,57 @@ async fn unknown_paths_answer_in_each_services_error_shape() {
     let cairn = Cairn::dev(&[]).await;
     let client = http();
 
-    let secrets = client.get(cairn.url("secrets", "/v1/nope/x")).send().await.unwrap();
+    let secrets = client
+        .get(cairn.url("secrets", "/v1/nope/x"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(secrets.status(), 404);
     assert_eq!(secrets.headers()["content-type"], "application/json");
     let body: Value = secrets.json().await.unwrap();
-    assert_eq!(body["errors"][0], "no handler for route \"nope/x\". route entry not found.");
+    assert_eq!(
+        body["errors"][0],
+        "no handler for route \"nope/x\". route entry not found."
+    );
 
-    let registry = client.get(cairn.url("registry", "/v1/nope")).send().await.unwrap();
+    let registry = client
+        .get(cairn.url("registry", "/v1/nope"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(registry.status(), 404);
-    assert!(registry.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(
+        registry.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
 
-    let platform = client.get(cairn.url("platform", "/api/v2/nope")).send().await.unwrap();
+    let platform = client
+        .get(cairn.url("platform", "/api/v2/nope"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(platform.status(), 404);
-    assert_eq!(platform.headers()["content-type"], "application/vnd.api+json");
+    assert_eq!(
+        platform.headers()["content-type"],
+        "application/vnd.api+json"
+    );
     assert_eq!(platform.headers()["tfp-api-version"], "2.5");
     let body: Value = platform.json().await.unwrap();
     assert_eq!(body["errors"][0]["status"], "404");
 
-    let health = client.post(cairn.url("secrets", "/v1/sys/health")).send().await.unwrap();
+    let health = client
+        .post(cairn.url("secrets", "/v1/sys/health"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(health.status(), 405);
-    let bad = client.get(cairn.url("secrets", "/v1/sys/health?activecode=abc")).send().await.unwrap();
+    let bad = client
+        .get(cairn.url("secrets", "/v1/sys/health?activecode=abc"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
     let body: Value = bad.json().await.unwrap();
     assert_eq!(body["errors"][0], "bad code: abc");
@@ -178,7 +249,11 @@ async fn responses_carry_a_request_id() {
         .await
         .unwrap();
     assert_eq!(response.headers()["x-request-id"], "trace-me-1");
-    let generated = http().get(cairn.url("registry", "/v1/status/leader")).send().await.unwrap();
+    let generated = http()
+        .get(cairn.url("registry", "/v1/status/leader"))
+        .send()
+        .await
+        .unwrap();
     assert!(!generated.headers()["x-request-id"].is_empty());
     cairn.stop().await;
 }
@@ -186,7 +261,9 @@ async fn responses_carry_a_request_id() {
 #[tokio::test]
 async fn server_runs_enabled_services_from_hcl_with_tls() {
     let dir = tempfile::tempdir().unwrap();
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .unwrap();
     std::fs::write(dir.path().join("tls.crt"), cert.cert.pem()).unwrap();
     std::fs::write(dir.path().join("tls.key"), cert.signing_key.serialize_pem()).unwrap();
     let config = dir.path().join("cairn.hcl");
@@ -213,14 +290,21 @@ scheduler { enabled = false }
     assert!(cairn.token.is_none());
 
     let ca = reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap();
-    let tls_client = reqwest::Client::builder().tls_certs_only([ca]).build().unwrap();
+    let tls_client = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .build()
+        .unwrap();
     let url = cairn.urls["secrets"].replace("127.0.0.1", "localhost") + "/v1/sys/health";
     let health = tls_client.get(url).send().await.unwrap();
     assert_eq!(health.status(), 200);
     let body: Value = health.json().await.unwrap();
     let id = body["cluster_id"].as_str().unwrap().to_owned();
 
-    let leader = http().get(cairn.url("registry", "/v1/status/leader")).send().await.unwrap();
+    let leader = http()
+        .get(cairn.url("registry", "/v1/status/leader"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(leader.status(), 200);
     cairn.stop().await;
     assert!(dir.path().join("data/cairn.redb").exists());
@@ -228,7 +312,14 @@ scheduler { enabled = false }
     // Data persists: the same store comes back with the same cluster identity.
     let again = Cairn::start(&["server", "--config", config.to_str().unwrap()]).await;
     let url = again.urls["secrets"].replace("127.0.0.1", "localhost") + "/v1/sys/health";
-    let body: Value = tls_client.get(url).send().await.unwrap().json().await.unwrap();
+    let body: Value = tls_client
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["cluster_id"], id.as_str());
     again.stop().await;
 }
@@ -237,7 +328,11 @@ scheduler { enabled = false }
 async fn server_rejects_a_config_with_an_unknown_key() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.hcl");
-    std::fs::write(&config, "data_dir = \"d\"\nsecrets { adress = \"127.0.0.1:0\" }\n").unwrap();
+    std::fs::write(
+        &config,
+        "data_dir = \"d\"\nsecrets { adress = \"127.0.0.1:0\" }\n",
+    )
+    .unwrap();
     let output = support::run_to_end(&["server", "--config", config.to_str().unwrap()]).await;
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -263,7 +358,10 @@ async fn server_rejects_a_missing_tls_file_naming_it() {
 async fn version_prints_the_crate_version() {
     let output = support::run_to_end(&["version"]).await;
     assert!(output.status.success());
-    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), format!("cairn {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("cairn {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[tokio::test]

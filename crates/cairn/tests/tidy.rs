@@ -8,11 +8,16 @@
 use std::path::{Path, PathBuf};
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -44,7 +49,10 @@ fn every_source_file_opens_with_a_module_doc() {
             !text.trim_start().starts_with("//!")
         })
         .collect();
-    assert!(missing.is_empty(), "files without a `//!` module doc: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` module doc: {missing:#?}"
+    );
 }
 
 #[test]
@@ -57,12 +65,21 @@ fn no_test_is_ignored_or_expected_to_panic() {
             needles.iter().any(|needle| text.contains(needle))
         })
         .collect();
-    assert!(offenders.is_empty(), "skipped or should_panic tests in: {offenders:#?}");
+    assert!(
+        offenders.is_empty(),
+        "skipped or should_panic tests in: {offenders:#?}"
+    );
 }
 
 /// The `[dependencies]` (not dev-dependencies) names of a crate's manifest.
 fn dependencies(krate: &str) -> Vec<String> {
-    let manifest = std::fs::read_to_string(workspace_root().join("crates").join(krate).join("Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(
+        workspace_root()
+            .join("crates")
+            .join(krate)
+            .join("Cargo.toml"),
+    )
+    .unwrap();
     let mut in_deps = false;
     let mut names = Vec::new();
     for line in manifest.lines() {
@@ -87,7 +104,10 @@ fn service_crates_never_depend_on_each_other() {
     for service in services {
         let deps = dependencies(service);
         for other in services.iter().filter(|other| **other != service) {
-            assert!(!deps.iter().any(|d| d == other), "{service} depends on {other}");
+            assert!(
+                !deps.iter().any(|d| d == other),
+                "{service} depends on {other}"
+            );
         }
     }
 }
@@ -96,7 +116,10 @@ fn service_crates_never_depend_on_each_other() {
 fn storage_depends_on_no_backend() {
     let deps = dependencies("storage");
     for backend in ["redb", "storage-redb", "etcd-client", "storage-etcd"] {
-        assert!(!deps.iter().any(|d| d == backend), "storage depends on {backend}");
+        assert!(
+            !deps.iter().any(|d| d == backend),
+            "storage depends on {backend}"
+        );
     }
 }
 
@@ -104,6 +127,9 @@ fn storage_depends_on_no_backend() {
 fn only_cairn_depends_on_every_service() {
     let deps = dependencies("cairn");
     for service in ["secrets", "registry", "scheduler", "platform"] {
-        assert!(deps.iter().any(|d| d == service), "cairn does not wire {service}");
+        assert!(
+            deps.iter().any(|d| d == service),
+            "cairn does not wire {service}"
+        );
     }
 }

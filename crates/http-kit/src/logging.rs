@@ -69,7 +69,10 @@ pub fn init_tracing(format: LogFormat, filter: &str) {
             .with_current_span(true)
             .with_span_list(false)
             .try_init(),
-        LogFormat::Text => builder.try_init(),
+        // Colors only for a person at a terminal, never in files or CI logs.
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
     };
     if installed.is_ok()
         && let Some(err) = filter_error

@@ -27,7 +27,12 @@ pub struct ErrorSource {
 impl ErrorObject {
     /// An error with a status and title, such as `(404, "not found")`.
     pub fn new(status: u16, title: impl Into<String>) -> ErrorObject {
-        ErrorObject { status: status.to_string(), title: title.into(), detail: None, source: None }
+        ErrorObject {
+            status: status.to_string(),
+            title: title.into(),
+            detail: None,
+            source: None,
+        }
     }
 
     pub fn with_detail(mut self, detail: impl Into<String>) -> ErrorObject {
@@ -37,13 +42,19 @@ impl ErrorObject {
 
     /// Points the error at a member of the request document, e.g. `/data/attributes/email`.
     pub fn with_pointer(mut self, pointer: impl Into<String>) -> ErrorObject {
-        self.source = Some(ErrorSource { pointer: Some(pointer.into()), parameter: None });
+        self.source = Some(ErrorSource {
+            pointer: Some(pointer.into()),
+            parameter: None,
+        });
         self
     }
 
     /// Points the error at a query parameter, e.g. `page[size]`.
     pub fn with_parameter(mut self, parameter: impl Into<String>) -> ErrorObject {
-        self.source = Some(ErrorSource { pointer: None, parameter: Some(parameter.into()) });
+        self.source = Some(ErrorSource {
+            pointer: None,
+            parameter: Some(parameter.into()),
+        });
         self
     }
 }
@@ -56,12 +67,16 @@ pub struct ErrorDocument {
 
 impl ErrorDocument {
     pub fn single(error: ErrorObject) -> ErrorDocument {
-        ErrorDocument { errors: vec![error] }
+        ErrorDocument {
+            errors: vec![error],
+        }
     }
 
     pub fn to_json(&self) -> String {
         // Serializing plain strings and options cannot fail.
-        serde_json::to_string(self).unwrap_or_else(|_| r#"{"errors":[{"status":"500","title":"internal error"}]}"#.to_owned())
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            r#"{"errors":[{"status":"500","title":"internal error"}]}"#.to_owned()
+        })
     }
 }
 
@@ -72,17 +87,25 @@ mod tests {
     #[test]
     fn error_status_serializes_as_string() {
         let doc = ErrorDocument::single(ErrorObject::new(404, "not found"));
-        assert_eq!(doc.to_json(), r#"{"errors":[{"status":"404","title":"not found"}]}"#);
+        assert_eq!(
+            doc.to_json(),
+            r#"{"errors":[{"status":"404","title":"not found"}]}"#
+        );
     }
 
     #[test]
     fn error_pointer_serializes_under_source() {
         let doc = ErrorDocument::single(
-            ErrorObject::new(422, "invalid attribute").with_detail("Email is invalid").with_pointer("/data/attributes/email"),
+            ErrorObject::new(422, "invalid attribute")
+                .with_detail("Email is invalid")
+                .with_pointer("/data/attributes/email"),
         );
         let value: serde_json::Value = serde_json::from_str(&doc.to_json()).unwrap();
         assert_eq!(value["errors"][0]["status"], "422");
-        assert_eq!(value["errors"][0]["source"]["pointer"], "/data/attributes/email");
+        assert_eq!(
+            value["errors"][0]["source"]["pointer"],
+            "/data/attributes/email"
+        );
         assert_eq!(value["errors"][0]["detail"], "Email is invalid");
     }
 }

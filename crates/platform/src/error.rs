@@ -54,7 +54,10 @@ impl ApiError for Error {
             object = object.with_detail(public_message);
         }
         let mut response = (status, ErrorDocument::single(object).to_json()).into_response();
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(jsonapi::MEDIA_TYPE));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(jsonapi::MEDIA_TYPE),
+        );
         response
     }
 

@@ -39,20 +39,31 @@ pub struct Config {
 /// Shared state of the platform; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct State {
-    #[allow(dead_code, reason = "the handlers of the platform issue read it; ping needs nothing")]
+    #[allow(
+        dead_code,
+        reason = "the handlers of the platform issue read it; ping needs nothing"
+    )]
     inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
 struct Inner {
-    #[allow(dead_code, reason = "organizations and workspaces of the platform issue write through it")]
+    #[allow(
+        dead_code,
+        reason = "organizations and workspaces of the platform issue write through it"
+    )]
     storage: Arc<dyn Storage>,
-    #[allow(dead_code, reason = "the site administrator of the platform issue is bootstrapped from it")]
+    #[allow(
+        dead_code,
+        reason = "the site administrator of the platform issue is bootstrapped from it"
+    )]
     config: Config,
 }
 
 impl State {
     pub fn new(storage: Arc<dyn Storage>, config: Config) -> State {
-        State { inner: Arc::new(Inner { storage, config }) }
+        State {
+            inner: Arc::new(Inner { storage, config }),
+        }
     }
 }

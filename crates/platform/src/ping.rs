@@ -17,7 +17,10 @@ pub(crate) async fn ping() -> Response {
         [
             ("tfp-appname", "Terraform Enterprise"),
             ("x-ratelimit-limit", RATE_LIMIT),
-            ("x-tfe-version", concat!("cairn-", env!("CARGO_PKG_VERSION"))),
+            (
+                "x-tfe-version",
+                concat!("cairn-", env!("CARGO_PKG_VERSION")),
+            ),
             ("x-tfe-current-version", env!("CARGO_PKG_VERSION")),
         ],
     )

@@ -22,6 +22,12 @@ struct HealthPart {
 
 /// `GET /v1/agent/health`.
 pub(crate) async fn read_health(State(state): State<crate::State>) -> Json<AgentHealth> {
-    let ok = || HealthPart { ok: true, message: "ok" };
-    Json(AgentHealth { client: state.client_enabled().then(ok), server: ok() })
+    let ok = || HealthPart {
+        ok: true,
+        message: "ok",
+    };
+    Json(AgentHealth {
+        client: state.client_enabled().then(ok),
+        server: ok(),
+    })
 }

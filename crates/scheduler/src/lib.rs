@@ -41,14 +41,19 @@ pub struct State {
 
 #[derive(Debug)]
 struct Inner {
-    #[allow(dead_code, reason = "jobs and allocations of the job-scheduler issue write through it")]
+    #[allow(
+        dead_code,
+        reason = "jobs and allocations of the job-scheduler issue write through it"
+    )]
     storage: Arc<dyn Storage>,
     config: Config,
 }
 
 impl State {
     pub fn new(storage: Arc<dyn Storage>, config: Config) -> State {
-        State { inner: Arc::new(Inner { storage, config }) }
+        State {
+            inner: Arc::new(Inner { storage, config }),
+        }
     }
 
     fn client_enabled(&self) -> bool {

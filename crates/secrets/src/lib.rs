@@ -49,7 +49,10 @@ pub struct State {
 struct Inner {
     storage: Arc<dyn Storage>,
     cluster: store::ClusterIdentity,
-    #[allow(dead_code, reason = "used by the token store of the secrets-core issue")]
+    #[allow(
+        dead_code,
+        reason = "used by the token store of the secrets-core issue"
+    )]
     config: Config,
 }
 
@@ -57,14 +60,23 @@ impl State {
     /// Loads (or, on first start, creates and persists) the service's state.
     pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<State, Error> {
         let cluster = store::load_or_create_cluster(storage.as_ref()).await?;
-        Ok(State { inner: Arc::new(Inner { storage, cluster, config }) })
+        Ok(State {
+            inner: Arc::new(Inner {
+                storage,
+                cluster,
+                config,
+            }),
+        })
     }
 
     fn cluster(&self) -> &store::ClusterIdentity {
         &self.inner.cluster
     }
 
-    #[allow(dead_code, reason = "handlers of later issues read and write through it")]
+    #[allow(
+        dead_code,
+        reason = "handlers of later issues read and write through it"
+    )]
     fn storage(&self) -> &dyn Storage {
         self.inner.storage.as_ref()
     }

@@ -23,29 +23,47 @@ pub(crate) struct ClusterIdentity {
 
 /// Reads the cluster identity, creating it on first start. Concurrent first starts agree on
 /// one identity through a create-if-missing transaction.
-pub(crate) async fn load_or_create_cluster(storage: &dyn Storage) -> Result<ClusterIdentity, Error> {
+pub(crate) async fn load_or_create_cluster(
+    storage: &dyn Storage,
+) -> Result<ClusterIdentity, Error> {
     debug_assert!(CLUSTER_KEY.starts_with(PREFIX));
     if let Some(kv) = storage.get(CLUSTER_KEY.as_bytes()).await? {
         return decode(CLUSTER_KEY, &kv.value);
     }
     let id = uuid::Uuid::new_v4();
     let short = id.simple().to_string();
-    let fresh = ClusterIdentity { version: 1, id: id.to_string(), name: format!("vault-cluster-{}", &short[..8]) };
-    let encoded = serde_json::to_vec(&fresh).map_err(|err| Error::CorruptRecord { key: CLUSTER_KEY.to_owned(), reason: err.to_string() })?;
+    let fresh = ClusterIdentity {
+        version: 1,
+        id: id.to_string(),
+        name: format!("vault-cluster-{}", &short[..8]),
+    };
+    let encoded = serde_json::to_vec(&fresh).map_err(|err| Error::CorruptRecord {
+        key: CLUSTER_KEY.to_owned(),
+        reason: err.to_string(),
+    })?;
     let txn = Txn::new()
         .when(Compare::Missing(CLUSTER_KEY.as_bytes().to_vec()))
-        .then(Op::Put { key: CLUSTER_KEY.as_bytes().to_vec(), value: encoded });
+        .then(Op::Put {
+            key: CLUSTER_KEY.as_bytes().to_vec(),
+            value: encoded,
+        });
     if storage.txn(txn).await?.succeeded {
         return Ok(fresh);
     }
     match storage.get(CLUSTER_KEY.as_bytes()).await? {
         Some(kv) => decode(CLUSTER_KEY, &kv.value),
-        None => Err(Error::CorruptRecord { key: CLUSTER_KEY.to_owned(), reason: "vanished after a conflicting create".to_owned() }),
+        None => Err(Error::CorruptRecord {
+            key: CLUSTER_KEY.to_owned(),
+            reason: "vanished after a conflicting create".to_owned(),
+        }),
     }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, Error> {
-    serde_json::from_slice(bytes).map_err(|err| Error::CorruptRecord { key: key.to_owned(), reason: err.to_string() })
+    serde_json::from_slice(bytes).map_err(|err| Error::CorruptRecord {
+        key: key.to_owned(),
+        reason: err.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! Behaviour specific to the redb backend, beyond the shared conformance suite: persistence
 //! across reopen, group commit, corrupt records, file locking and release.
 //!
+//! Where it sits: an integration test of `storage-redb`, beside `conformance.rs` (the shared
+//! suite) and `durability.rs` (crash tests); it may use redb directly to tamper with a file.
+//!
 //! Invariant: every store lives in its own temporary directory; corruption is injected by
 //! opening the closed file with redb directly, never by editing bytes blindly.
 

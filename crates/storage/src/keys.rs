@@ -30,12 +30,18 @@ impl KeyRange {
 
     /// `[start, end)`; an empty `end` is unbounded.
     pub fn between(start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> KeyRange {
-        KeyRange { start: start.as_ref().to_vec(), end: end.as_ref().to_vec() }
+        KeyRange {
+            start: start.as_ref().to_vec(),
+            end: end.as_ref().to_vec(),
+        }
     }
 
     /// The whole keyspace.
     pub fn all() -> KeyRange {
-        KeyRange { start: Vec::new(), end: Vec::new() }
+        KeyRange {
+            start: Vec::new(),
+            end: Vec::new(),
+        }
     }
 
     pub fn contains(&self, key: &[u8]) -> bool {
@@ -45,7 +51,11 @@ impl KeyRange {
     /// `start..end` as bounds for `BTreeMap::range` and similar.
     pub fn bounds(&self) -> (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>) {
         use std::ops::Bound;
-        let end = if self.end.is_empty() { Bound::Unbounded } else { Bound::Excluded(self.end.as_slice()) };
+        let end = if self.end.is_empty() {
+            Bound::Unbounded
+        } else {
+            Bound::Excluded(self.end.as_slice())
+        };
         (Bound::Included(self.start.as_slice()), end)
     }
 

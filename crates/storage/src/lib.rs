@@ -92,9 +92,14 @@ impl Compare {
 /// A write inside a transaction.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Op {
-    Put { key: Vec<u8>, value: Vec<u8> },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
     /// Delete one key; deleting a missing key is a no-op.
-    Delete { key: Vec<u8> },
+    Delete {
+        key: Vec<u8>,
+    },
     /// Delete every key in the range.
     DeleteRange(KeyRange),
 }
@@ -146,7 +151,10 @@ impl Txn {
 
     /// A transaction that unconditionally puts one key.
     pub fn put(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Txn {
-        Txn::new().then(Op::Put { key: key.into(), value: value.into() })
+        Txn::new().then(Op::Put {
+            key: key.into(),
+            value: value.into(),
+        })
     }
 
     /// A transaction that unconditionally deletes one key.
@@ -209,7 +217,10 @@ pub enum EventKind {
 pub enum Error {
     /// A watch asked for history that compaction already removed.
     #[error("revision {requested} has been compacted; the oldest available is {compacted}")]
-    Compacted { requested: Revision, compacted: Revision },
+    Compacted {
+        requested: Revision,
+        compacted: Revision,
+    },
     /// A snapshot could not be decoded.
     #[error("invalid snapshot: {0}")]
     InvalidSnapshot(String),

@@ -21,7 +21,11 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            32 + self.entries.iter().map(|kv| kv.key.len() + kv.value.len() + 40).sum::<usize>(),
+            32 + self
+                .entries
+                .iter()
+                .map(|kv| kv.key.len() + kv.value.len() + 40)
+                .sum::<usize>(),
         );
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -54,9 +58,12 @@ impl Snapshot {
         if reader.take(MAGIC.len())? != MAGIC {
             return Err(invalid("not a cairn snapshot"));
         }
-        let version = u32::from_le_bytes(reader.take(4)?.try_into().map_err(|_| invalid("version"))?);
+        let version =
+            u32::from_le_bytes(reader.take(4)?.try_into().map_err(|_| invalid("version"))?);
         if version != FORMAT_VERSION {
-            return Err(Error::InvalidSnapshot(format!("unsupported format version {version}")));
+            return Err(Error::InvalidSnapshot(format!(
+                "unsupported format version {version}"
+            )));
         }
         let revision = reader.u64()?;
         let count = reader.u64()?;
@@ -74,7 +81,13 @@ impl Snapshot {
             {
                 return Err(invalid("entries out of order"));
             }
-            entries.push(KeyValue { key, value, create_revision, mod_revision, version });
+            entries.push(KeyValue {
+                key,
+                value,
+                create_revision,
+                mod_revision,
+                version,
+            });
         }
         if !reader.bytes.is_empty() {
             return Err(invalid("trailing bytes"));
@@ -99,7 +112,9 @@ impl<'a> Reader<'a> {
 
     fn u64(&mut self) -> Result<u64> {
         let bytes = self.take(8)?;
-        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| Error::InvalidSnapshot("truncated".to_owned()))?))
+        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| {
+            Error::InvalidSnapshot("truncated".to_owned())
+        })?))
     }
 }
 
@@ -120,8 +135,20 @@ mod tests {
         Snapshot {
             revision: 7,
             entries: vec![
-                KeyValue { key: b"a".to_vec(), value: b"1".to_vec(), create_revision: 1, mod_revision: 3, version: 2 },
-                KeyValue { key: b"b".to_vec(), value: vec![], create_revision: 7, mod_revision: 7, version: 1 },
+                KeyValue {
+                    key: b"a".to_vec(),
+                    value: b"1".to_vec(),
+                    create_revision: 1,
+                    mod_revision: 3,
+                    version: 2,
+                },
+                KeyValue {
+                    key: b"b".to_vec(),
+                    value: vec![],
+                    create_revision: 7,
+                    mod_revision: 7,
+                    version: 1,
+                },
             ],
         }
     }
@@ -129,7 +156,10 @@ mod tests {
     #[test]
     fn snapshot_round_trips_through_bytes() {
         let snapshot = sample();
-        assert_eq!(Snapshot::from_bytes(&snapshot.to_bytes()).unwrap(), snapshot);
+        assert_eq!(
+            Snapshot::from_bytes(&snapshot.to_bytes()).unwrap(),
+            snapshot
+        );
     }
 
     #[test]
@@ -138,7 +168,10 @@ mod tests {
         for i in 0..bytes.len() {
             let mut corrupt = bytes.clone();
             corrupt[i] ^= 0x40;
-            assert!(Snapshot::from_bytes(&corrupt).is_err(), "flip at {i} accepted");
+            assert!(
+                Snapshot::from_bytes(&corrupt).is_err(),
+                "flip at {i} accepted"
+            );
         }
     }
 
@@ -146,7 +179,10 @@ mod tests {
     fn snapshot_decode_rejects_truncation() {
         let bytes = sample().to_bytes();
         for len in 0..bytes.len() {
-            assert!(Snapshot::from_bytes(&bytes[..len]).is_err(), "length {len} accepted");
+            assert!(
+                Snapshot::from_bytes(&bytes[..len]).is_err(),
+                "length {len} accepted"
+            );
         }
     }
 }

@@ -53,7 +53,9 @@ pub struct Hub {
 
 impl fmt::Debug for Hub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hub").field("subscribers", &self.sender.receiver_count()).finish()
+        f.debug_struct("Hub")
+            .field("subscribers", &self.sender.receiver_count())
+            .finish()
     }
 }
 
@@ -77,9 +79,21 @@ impl Hub {
     }
 
     /// A watch over `range` from `after`, replaying `history` first.
-    pub fn watch(&self, history: Arc<dyn History>, range: KeyRange, after: Revision) -> WatchStream {
+    pub fn watch(
+        &self,
+        history: Arc<dyn History>,
+        range: KeyRange,
+        after: Revision,
+    ) -> WatchStream {
         let receiver = self.sender.subscribe();
-        let state = WatchState { history, range, cursor: after, receiver, pending: Vec::new(), started: false };
+        let state = WatchState {
+            history,
+            range,
+            cursor: after,
+            receiver,
+            pending: Vec::new(),
+            started: false,
+        };
         let stream = futures::stream::unfold(Some(state), |state| async move {
             let mut state = state?;
             match state.next().await {
@@ -88,7 +102,9 @@ impl Hub {
                 None => None,
             }
         });
-        WatchStream { inner: stream.boxed() }
+        WatchStream {
+            inner: stream.boxed(),
+        }
     }
 }
 
@@ -134,8 +150,12 @@ impl WatchState {
                         continue;
                     }
                     self.cursor = batch.revision;
-                    let events: Vec<Event> =
-                        batch.events.iter().filter(|e| self.range.contains(&e.key)).cloned().collect();
+                    let events: Vec<Event> = batch
+                        .events
+                        .iter()
+                        .filter(|e| self.range.contains(&e.key))
+                        .cloned()
+                        .collect();
                     self.queue(events);
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -163,7 +183,9 @@ impl fmt::Debug for WatchStream {
 impl WatchStream {
     /// Wraps any event stream (for backends with a native watch, such as etcd).
     pub fn from_stream(stream: impl Stream<Item = Result<Event>> + Send + 'static) -> WatchStream {
-        WatchStream { inner: stream.boxed() }
+        WatchStream {
+            inner: stream.boxed(),
+        }
     }
 
     /// The next event, or `None` once the store has closed.

@@ -1,5 +1,8 @@
 //! Runs the `storage-tests` conformance suite against [`MemStorage`]: one test per check,
-//! each on a fresh store honouring the suite's history retention.
+//! each on a fresh store honouring the suite's history retention, plus one run of `run_all`.
+//!
+//! Where it sits: the `storage` crate's integration tests (`storage-tests` is its
+//! dev-dependency); the durable backends run the same suite in their own `tests/`.
 //!
 //! Invariant: nothing here but the wiring; every behaviour lives in the suite, so the
 //! in-memory store is held to exactly what the durable backends are.

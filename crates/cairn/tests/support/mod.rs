@@ -16,15 +16,26 @@ use tokio::process::{Child, Command};
 const START_BOUND: Duration = Duration::from_secs(20);
 
 pub(crate) fn http() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap()
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
 }
 
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub(crate) fn kill(pid: u32, signal: &str) {
-    let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -37,7 +48,10 @@ pub(crate) async fn run_to_end(args: &[&str]) -> Output {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    tokio::time::timeout(START_BOUND, child.wait_with_output()).await.expect("cairn did not exit").unwrap()
+    tokio::time::timeout(START_BOUND, child.wait_with_output())
+        .await
+        .expect("cairn did not exit")
+        .unwrap()
 }
 
 #[derive(Debug)]
@@ -73,13 +87,25 @@ impl Cairn {
 
     pub(crate) async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Cairn {
         let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        command
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
         // Ports not given on the command line default to port 0 through the environment, so
         // parallel tests never collide on the upstream ports.
-        for var in ["CAIRN_SECRETS_ADDR", "CAIRN_REGISTRY_ADDR", "CAIRN_SCHEDULER_ADDR", "CAIRN_PLATFORM_ADDR"] {
+        for var in [
+            "CAIRN_SECRETS_ADDR",
+            "CAIRN_REGISTRY_ADDR",
+            "CAIRN_SCHEDULER_ADDR",
+            "CAIRN_PLATFORM_ADDR",
+        ] {
             command.env(var, "127.0.0.1:0");
         }
-        command.env_remove("CAIRN_DATA_DIR").env_remove("CAIRN_ROOT_TOKEN");
+        command
+            .env_remove("CAIRN_DATA_DIR")
+            .env_remove("CAIRN_ROOT_TOKEN");
         for (key, value) in env {
             command.env(key, value);
         }
@@ -106,7 +132,10 @@ impl Cairn {
         if read != Ok(true) {
             let _ = child.start_kill();
             let stderr = stderr_task.await.unwrap_or_default();
-            panic!("cairn did not get ready.\nstdout:\n{}\nstderr:\n{stderr}", banner.join("\n"));
+            panic!(
+                "cairn did not get ready.\nstdout:\n{}\nstderr:\n{stderr}",
+                banner.join("\n")
+            );
         }
         // Keep draining stdout so the process never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
@@ -127,7 +156,13 @@ impl Cairn {
                 }
             }
         }
-        Cairn { child, urls, token, data_dir, stderr: Some(stderr_task) }
+        Cairn {
+            child,
+            urls,
+            token,
+            data_dir,
+            stderr: Some(stderr_task),
+        }
     }
 
     pub(crate) fn url(&self, service: &str, path: &str) -> String {
@@ -149,7 +184,10 @@ impl Cairn {
     }
 
     pub(crate) async fn wait(mut self) -> ExitStatus {
-        let status = tokio::time::timeout(START_BOUND, self.child.wait()).await.expect("cairn did not exit").unwrap();
+        let status = tokio::time::timeout(START_BOUND, self.child.wait())
+            .await
+            .expect("cairn did not exit")
+            .unwrap();
         if !status.success()
             && let Some(stderr) = self.stderr.take()
         {

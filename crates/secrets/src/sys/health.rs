@@ -46,7 +46,9 @@ pub(crate) async fn read_health(
         performance_standby: false,
         replication_performance_mode: "disabled",
         replication_dr_mode: "disabled",
-        server_time_utc: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        server_time_utc: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
         version: REPORTED_VERSION,
         cluster_name: cluster.name.clone(),
         cluster_id: cluster.id.clone(),
@@ -85,10 +87,20 @@ impl HealthCodes {
             }
         };
         let active = code("activecode", StatusCode::OK)?;
-        let standby = if flag("standbyok")? { active } else { code("standbycode", StatusCode::TOO_MANY_REQUESTS)? };
+        let standby = if flag("standbyok")? {
+            active
+        } else {
+            code("standbycode", StatusCode::TOO_MANY_REQUESTS)?
+        };
         let _perf_standby_ok = flag("perfstandbyok")?;
-        let _perf_standby = code("performancestandbycode", StatusCode::from_u16(473).unwrap_or(StatusCode::OK))?;
-        let _dr_secondary = code("drsecondarycode", StatusCode::from_u16(472).unwrap_or(StatusCode::OK))?;
+        let _perf_standby = code(
+            "performancestandbycode",
+            StatusCode::from_u16(473).unwrap_or(StatusCode::OK),
+        )?;
+        let _dr_secondary = code(
+            "drsecondarycode",
+            StatusCode::from_u16(472).unwrap_or(StatusCode::OK),
+        )?;
         Ok(HealthCodes {
             active,
             standby,
@@ -103,7 +115,12 @@ mod tests {
     use super::*;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<HealthCodes, Error> {
-        HealthCodes::parse(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        HealthCodes::parse(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -117,7 +134,12 @@ mod tests {
 
     #[test]
     fn health_standbyok_uses_active_code() {
-        assert_eq!(parse(&[("standbyok", "true"), ("activecode", "204")]).unwrap().standby, StatusCode::NO_CONTENT);
+        assert_eq!(
+            parse(&[("standbyok", "true"), ("activecode", "204")])
+                .unwrap()
+                .standby,
+            StatusCode::NO_CONTENT
+        );
         assert_eq!(parse(&[("standbyok", "")]).unwrap().standby, StatusCode::OK);
     }
 
