@@ -53,7 +53,9 @@ def test_scheduler_agent_health_python_nomad(nomad, cairn):
     body = response.json()
     assert body["server"]["ok"] is True, body
     assert isinstance(body["server"]["message"], str), body
-    assert body["client"]["ok"] is True, body
+    # Nomad omits "client" on a server-only agent; when it is there it must be ok.
+    if "client" in body:
+        assert body["client"]["ok"] is True, body
 
 
 def test_platform_ping_pytfe(tfe, cairn):
