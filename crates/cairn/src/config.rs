@@ -49,6 +49,21 @@ pub(crate) struct ServiceBlock {
     pub(crate) address: Option<SocketAddr>,
     #[serde(default)]
     pub(crate) tls: Option<TlsBlock>,
+    /// Registry only: `acl { enabled = true  initial_management_token = "..."  default_policy = "deny" }`.
+    #[serde(default)]
+    pub(crate) acl: Option<AclBlock>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AclBlock {
+    #[serde(default = "enabled_by_default")]
+    pub(crate) enabled: bool,
+    #[serde(default)]
+    pub(crate) initial_management_token: Option<String>,
+    /// `allow` or `deny` (the default): what a request without a token may do.
+    #[serde(default)]
+    pub(crate) default_policy: Option<String>,
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -106,7 +121,22 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
             cert_file: resolve(tls.cert_file),
             key_file: resolve(tls.key_file),
         });
-        services.push(Listen { kind, addr, tls });
+        let registry_acl = match (kind, block.acl) {
+            (_, None) => None,
+            (ServiceKind::Registry, Some(acl)) => Some(registry_acl(acl)?),
+            (other, Some(_)) => {
+                return Err(Error::Config(format!(
+                    "{}: acl blocks are only supported for the registry",
+                    other.name()
+                )));
+            }
+        };
+        services.push(Listen {
+            kind,
+            addr,
+            tls,
+            registry_acl,
+        });
     }
     if services.is_empty() {
         return Err(Error::Config(
@@ -119,6 +149,30 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
         data_dir: DataDir::Kept(resolve(config.data_dir)),
         services,
         dev_root_token: None,
+    })
+}
+
+fn registry_acl(block: AclBlock) -> Result<registry::AclConfig, Error> {
+    let default_policy_allow = match block.default_policy.as_deref() {
+        None | Some("deny") => false,
+        Some("allow") => true,
+        Some(other) => {
+            return Err(Error::Config(format!(
+                "registry acl: default_policy must be allow or deny, not {other:?}"
+            )));
+        }
+    };
+    if let Some(token) = &block.initial_management_token
+        && token.trim().is_empty()
+    {
+        return Err(Error::Config(
+            "registry acl: initial_management_token must not be empty".to_owned(),
+        ));
+    }
+    Ok(registry::AclConfig {
+        enabled: block.enabled,
+        initial_management_token: block.initial_management_token,
+        default_policy_allow,
     })
 }
 
@@ -176,6 +230,22 @@ mod tests {
     #[test]
     fn config_rejects_bad_address() {
         assert!(check("data_dir = \"d\"\nsecrets { address = \"localhost\" }").is_err());
+    }
+
+    #[test]
+    fn config_reads_registry_acl() {
+        let plan = check(
+            "data_dir = \"d\"\nregistry {\n acl {\n initial_management_token = \"root\"\n }\n}",
+        )
+        .unwrap();
+        let acl = plan.services[0].registry_acl.as_ref().unwrap();
+        assert!(acl.enabled && !acl.default_policy_allow);
+        assert_eq!(acl.initial_management_token.as_deref(), Some("root"));
+        let err = check("data_dir = \"d\"\nsecrets {\n acl {}\n}").unwrap_err();
+        assert!(err.contains("only supported for the registry"), "{err}");
+        let err = check("data_dir = \"d\"\nregistry {\n acl { default_policy = \"maybe\" }\n}")
+            .unwrap_err();
+        assert!(err.contains("allow or deny"), "{err}");
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         kind,
         addr,
         tls: None,
+        registry_acl: None,
     };
     let plan = Plan {
         mode: "dev",

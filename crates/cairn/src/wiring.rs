@@ -64,6 +64,8 @@ pub(crate) struct Listen {
     pub(crate) kind: ServiceKind,
     pub(crate) addr: SocketAddr,
     pub(crate) tls: Option<TlsFiles>,
+    /// The registry's ACL settings from the config file (`cairn dev` derives its own).
+    pub(crate) registry_acl: Option<registry::AclConfig>,
 }
 
 /// Where the store lives.
@@ -191,17 +193,22 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
                 })?,
             ),
         };
-        bound.push((service.kind, listener, local, tls));
+        bound.push((service, listener, local, tls));
     }
 
     let shutdown = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
-    for (kind, listener, local, tls) in bound {
-        let router = http_kit::layers(
-            build_router(kind, local, plan, storage.clone()).await?,
-            &http_kit::HttpOptions::default(),
-        );
+    for (service, listener, local, tls) in bound {
+        let kind = service.kind;
+        let built = build_service(kind, service, local, plan, storage.clone(), &shutdown).await?;
+        for background in built.background {
+            tasks.spawn(async move {
+                background.await;
+                Ok(())
+            });
+        }
+        let router = http_kit::layers(built.router, &http_kit::HttpOptions::default());
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
         let token = shutdown.clone();
@@ -264,41 +271,73 @@ fn flatten(joined: Result<Result<(), Error>, tokio::task::JoinError>) -> Result<
     })?
 }
 
-async fn build_router(
+/// A service's router and the background loops it needs (each runs until shutdown).
+struct Built {
+    router: axum::Router,
+    background: Vec<futures::future::BoxFuture<'static, ()>>,
+}
+
+async fn build_service(
     kind: ServiceKind,
+    listen: &Listen,
     local: SocketAddr,
     plan: &Plan,
     storage: Arc<dyn Storage>,
-) -> Result<axum::Router, Error> {
+    shutdown: &CancellationToken,
+) -> Result<Built, Error> {
+    use futures::FutureExt;
     let dev_root_token = plan.dev_root_token.clone();
+    let failed = |message: String| Error::Service {
+        service: kind.name(),
+        message,
+    };
     Ok(match kind {
         ServiceKind::Secrets => {
             let state = secrets::State::open(storage, secrets::Config { dev_root_token })
                 .await
-                .map_err(|err| Error::Service {
-                    service: kind.name(),
-                    message: err.to_string(),
-                })?;
-            secrets::router(state)
+                .map_err(|err| failed(err.to_string()))?;
+            Built {
+                router: secrets::router(state),
+                background: Vec::new(),
+            }
         }
-        ServiceKind::Registry => registry::router(registry::State::new(
-            storage,
-            registry::Config {
-                advertise_addr: advertise(local),
-                dev_root_token,
-            },
-        )),
-        ServiceKind::Scheduler => scheduler::router(scheduler::State::new(
-            storage,
-            scheduler::Config {
-                client_enabled: false,
-                dev_root_token,
-            },
-        )),
-        ServiceKind::Platform => platform::router(platform::State::new(
-            storage,
-            platform::Config { dev_root_token },
-        )),
+        ServiceKind::Registry => {
+            let mut config = registry::Config::new(advertise(local));
+            config.acl = match (&dev_root_token, &listen.registry_acl) {
+                (Some(token), _) => registry::AclConfig {
+                    enabled: true,
+                    initial_management_token: Some(token.clone()),
+                    default_policy_allow: false,
+                },
+                (None, Some(acl)) => acl.clone(),
+                (None, None) => registry::AclConfig::default(),
+            };
+            let state = registry::State::open(storage, config, Arc::new(registry::SystemClock))
+                .await
+                .map_err(|err| failed(err.to_string()))?;
+            let loops = registry::run_tasks(state.clone(), shutdown.clone()).boxed();
+            Built {
+                router: registry::router(state),
+                background: vec![loops],
+            }
+        }
+        ServiceKind::Scheduler => Built {
+            router: scheduler::router(scheduler::State::new(
+                storage,
+                scheduler::Config {
+                    client_enabled: false,
+                    dev_root_token,
+                },
+            )),
+            background: Vec::new(),
+        },
+        ServiceKind::Platform => Built {
+            router: platform::router(platform::State::new(
+                storage,
+                platform::Config { dev_root_token },
+            )),
+            background: Vec::new(),
+        },
     })
 }
 

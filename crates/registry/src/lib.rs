@@ -2,36 +2,94 @@
 //! 127.0.0.1:8500).
 //!
 //! Request flow: `cairn` binds the listener and serves [`router`]; `routes.rs` lists every
-//! (method, path); handlers live in one file per URL family (`status.rs` for `/v1/status/*`);
-//! errors go through [`Error`], rendered as Consul's plain text.
-//!
-//! What exists today: `/v1/status/leader` and `/v1/status/peers`. Sessions, catalog, health
-//! checks, KV and ACL arrive with the session-registry issue.
+//! (method, path); handlers live in one file per URL family (`session.rs` for `/v1/session/*`,
+//! `kv.rs`, `catalog.rs`, `health.rs`, `agent.rs`, `status.rs`, `acl/`); every handler starts
+//! with the [`acl::Authz`] extractor (the token, its rules and namespace) and the common query
+//! options of `meta.rs`; errors go through [`Error`], rendered as Consul's plain text.
+//! Background work (session TTLs, check runners) lives in `tasks/`, started by [`run_tasks`].
 //!
 //! Invariants:
-//! - Everything this crate stores lives under the `registry/` key prefix.
-//! - Responses carry `X-Registry-*` headers and, through the alias layer, `X-Consul-*` twins.
+//! - Everything this crate stores lives under the `registry/` key prefix (`store/`).
+//! - Every response carries `X-Registry-Index`, `-KnownLeader` and `-LastContact` (and their
+//!   `X-Consul-*` twins), errors included; an index is never 0.
+//! - A write that changes several records (session invalidation, KV acquire) is one storage
+//!   transaction, guarded by compare-and-swap on what it read; nothing holds a lock across I/O.
+//! - Every timer (session TTL, TTL check, lock-delay) is rebuilt from storage at start.
 //! - The registry crate never depends on another service crate.
 
+pub mod acl;
+mod agent;
+mod catalog;
+mod clock;
 mod error;
+mod health;
+mod kv;
+mod meta;
 mod routes;
+mod session;
 mod status;
+mod store;
+mod tasks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use storage::Storage;
+use tokio_util::sync::CancellationToken;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use routes::router;
+
+/// The datacenter name this server reports and accepts.
+pub const DEFAULT_DATACENTER: &str = "dc1";
+
+/// The id of the default node health check every node gets.
+pub const SERF_HEALTH_CHECK: &str = "serfHealth";
 
 /// How the registry is started.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The address this server advertises as the leader (its own: cairn runs one server).
     pub advertise_addr: SocketAddr,
-    /// `cairn dev`: the initial ACL management token.
-    pub dev_root_token: Option<String>,
+    /// This server's own node name, registered at start with a passing `serfHealth` check.
+    pub node_name: String,
+    pub datacenter: String,
+    /// The shortest session TTL accepted (Consul's `session_ttl_min`, default 10 s).
+    pub session_ttl_min: Duration,
+    pub acl: AclConfig,
+}
+
+/// ACL settings. With ACLs disabled every request is allowed.
+#[derive(Debug, Clone, Default)]
+pub struct AclConfig {
+    pub enabled: bool,
+    /// The secret of the initial management token (`cairn dev`: the root token).
+    pub initial_management_token: Option<String>,
+    /// Whether an anonymous request may read (`allow`) or nothing (`deny`, the default).
+    pub default_policy_allow: bool,
+}
+
+impl Config {
+    /// Consul's defaults for a server reachable at `advertise_addr`.
+    pub fn new(advertise_addr: SocketAddr) -> Config {
+        Config {
+            advertise_addr,
+            node_name: default_node_name(),
+            datacenter: DEFAULT_DATACENTER.to_owned(),
+            session_ttl_min: Duration::from_secs(10),
+            acl: AclConfig::default(),
+        }
+    }
+}
+
+fn default_node_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "cairn".to_owned())
 }
 
 /// Shared state of the registry; cheap to clone.
@@ -42,22 +100,60 @@ pub struct State {
 
 #[derive(Debug)]
 struct Inner {
-    #[allow(
-        dead_code,
-        reason = "sessions and KV of the session-registry issue write through it"
-    )]
     storage: Arc<dyn Storage>,
     config: Config,
+    clock: Arc<dyn Clock>,
+    sessions: tasks::ttl_reaper::SessionTimers,
 }
 
 impl State {
-    pub fn new(storage: Arc<dyn Storage>, config: Config) -> State {
-        State {
-            inner: Arc::new(Inner { storage, config }),
-        }
+    /// Opens the registry over `storage`: registers this server's node and its `serfHealth`
+    /// check, bootstraps the initial management token, and loads session timers.
+    pub async fn open(
+        storage: Arc<dyn Storage>,
+        config: Config,
+        clock: Arc<dyn Clock>,
+    ) -> Result<State, Error> {
+        let sessions = tasks::ttl_reaper::SessionTimers::default();
+        let state = State {
+            inner: Arc::new(Inner {
+                storage,
+                config,
+                clock,
+                sessions,
+            }),
+        };
+        catalog::register_self(&state).await?;
+        acl::bootstrap(&state).await?;
+        tasks::ttl_reaper::load(&state).await?;
+        Ok(state)
+    }
+
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        self.inner.storage.as_ref()
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        self.inner.clock.as_ref()
+    }
+
+    pub(crate) fn session_timers(&self) -> &tasks::ttl_reaper::SessionTimers {
+        &self.inner.sessions
     }
 
     fn advertise_addr(&self) -> SocketAddr {
         self.inner.config.advertise_addr
     }
+}
+
+/// Runs the registry's background loops (session TTL reaper, check runners) until `shutdown`.
+pub async fn run_tasks(state: State, shutdown: CancellationToken) {
+    tokio::join!(
+        tasks::ttl_reaper::run(state.clone(), shutdown.clone()),
+        tasks::check_runner::run(state, shutdown),
+    );
 }

@@ -1,0 +1,49 @@
+//! Every storage key the registry writes, and its stored records, one file per family:
+//! `catalog.rs` (nodes, services, checks), `sessions.rs` (sessions and the keys each holds),
+//! `kv.rs` (KV entries and lock-delays), `acl.rs` (policies and tokens).
+//!
+//! Layout under [`PREFIX`]:
+//! ```text
+//! registry/catalog/nodes/<node>
+//! registry/catalog/services/<node>/<service-id>
+//! registry/catalog/checks/<node>/<check-id>
+//! registry/sessions/<session-id>
+//! registry/session-locks/<session-id>/<namespace>/<key>   (the keys a session holds)
+//! registry/kv/<namespace>/<key>
+//! registry/lock-delays/<namespace>/<key>                   (Unix ms until acquire may succeed)
+//! registry/acl/policies/<id>, registry/acl/tokens/<accessor-id>, ...
+//! ```
+//!
+//! Invariants: every key starts with [`PREFIX`]; every record is JSON with a `version` field
+//! (so a later release can upgrade it in place); an index reported to clients for a family is
+//! `Storage::range_revision` of that family's prefix (or of the exact key), so it moves only
+//! when what a query reads changes.
+
+pub(crate) mod acl;
+pub(crate) mod catalog;
+pub(crate) mod kv;
+pub(crate) mod sessions;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::Error;
+
+/// The registry's key prefix in the shared store.
+pub(crate) const PREFIX: &str = "registry/";
+
+/// Decodes a stored JSON record; a bad record is a 500 naming the key, never a panic.
+pub(crate) fn decode<T: DeserializeOwned>(key: &[u8], bytes: &[u8]) -> Result<T, Error> {
+    serde_json::from_slice(bytes).map_err(|err| Error::CorruptRecord {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: err.to_string(),
+    })
+}
+
+/// Encodes a record for storage.
+pub(crate) fn encode<T: Serialize>(key: &[u8], record: &T) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(record).map_err(|err| Error::CorruptRecord {
+        key: String::from_utf8_lossy(key).into_owned(),
+        reason: err.to_string(),
+    })
+}
