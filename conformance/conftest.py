@@ -241,3 +241,53 @@ def tfe(cairn: Cairn):
     )
     yield client
     client.close()
+
+
+@pytest.fixture
+def consul_client(cairn: Cairn):
+    """A factory of extra py-consul clients for the registry: `consul_client(token)`.
+
+    With no argument the client carries the root token, like the `consul` fixture. Tests use
+    it for a second token (ACL scenarios) and for a client owned by another thread (blocking
+    reads), so no `requests` session is shared across threads. Every client made is closed
+    at teardown.
+    """
+    import consul as py_consul
+
+    host, port = cairn.host_port("registry")
+    made = []
+
+    def make(token: str | None = None):
+        client = py_consul.Consul(
+            host=host, port=port, token=cairn.root_token if token is None else token, scheme="http"
+        )
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.http.session.close()
+
+
+@dataclass
+class RegistryHTTP:
+    """Raw HTTP to the registry, for what py-consul cannot express or hides (status codes,
+    headers, HCL rule bodies). Carries the root token unless told otherwise."""
+
+    base: str
+    token: str
+    session: object
+
+    def request(self, method: str, path: str, token: str | None = None, **kwargs):
+        headers = dict(kwargs.pop("headers", None) or {})
+        headers.setdefault("X-Consul-Token", self.token if token is None else token)
+        kwargs.setdefault("timeout", 30)
+        return self.session.request(method, self.base + path, headers=headers, **kwargs)
+
+
+@pytest.fixture
+def registry_http(cairn: Cairn):
+    import requests
+
+    with requests.Session() as session:
+        yield RegistryHTTP(base=cairn.urls["registry"].rstrip("/"), token=cairn.root_token, session=session)

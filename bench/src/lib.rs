@@ -1,5 +1,6 @@
-//! Shared pieces of cairn's benchmark tools: the latency histogram and the target/flag parsing
-//! that the `loadgen` binary uses.
+//! Shared pieces of cairn's benchmark tools: the latency histogram, the target/flag parsing
+//! and the built-in multi-request scenarios (registry operations and their etcd anchors) that
+//! the `loadgen` binary uses.
 //!
 //! Where it sits: `bench/` is outside the product. `scripts/bench` builds this crate together
 //! with `cairn`, runs `anchor` (a bare hyper server) and `cairn dev`, and drives both with
@@ -13,4 +14,5 @@
 //!   true recorded value, never below it, and its `max` exactly.
 
 pub mod histogram;
+pub mod scenario;
 pub mod target;

@@ -9,6 +9,14 @@
 //! connection sends its next request as soon as the previous response body has been read.
 //! The run is a fixed warm-up followed by a fixed measurement window.
 //!
+//! Scenario mode (`--scenario NAME`, see `cairn_bench::scenario`): `--url` is the server's
+//! base URL and each connection runs a built-in iteration of one or more requests (e.g.
+//! session create + destroy) in a closed loop; one completed iteration is one op, and
+//! `requests`/`rps` in the RESULT line count ops. Per-connection setup (a session or a lease)
+//! runs on every connection before the clock starts and is not timed; teardown (destroy or
+//! revoke it) runs after the window. `--method`, `--body` and `--expect` do not apply: each
+//! step checks its own status and body.
+//!
 //! Invariants:
 //! - Targets are loopback only (`cairn_bench::target::Target::parse` refuses anything else).
 //! - The run is bounded in time (warm-up + duration ≤ 600 s, each request also has a
@@ -17,6 +25,10 @@
 //!   and its status matched `--expect`; its latency is then recorded. A mismatched status,
 //!   a connection/IO error or a timeout inside the window counts as an error instead.
 //!   Requests cut off by the end of the window count as neither.
+//! - In scenario mode the same rules hold per iteration: its latency runs from its first
+//!   request to its last response; a failed step makes the whole iteration one error; a lost
+//!   attempt on a hot key (`false` acquire, failed txn) is counted as `contended`, not as an
+//!   op or an error, and the next attempt starts at once.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -25,11 +37,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cairn_bench::histogram::Histogram;
+use cairn_bench::scenario::{self as sc, Rng, Scenario, Unexpected};
 use cairn_bench::target::{Expect, Target, parse_header};
 use clap::Parser;
 use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::header::{HOST, HeaderName, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -42,9 +55,18 @@ const MAX_RUN_SECS: f64 = 600.0;
 #[derive(Debug, Parser)]
 #[command(name = "loadgen", version)]
 struct Args {
-    /// Target URL, http:// on a loopback address (127.0.0.0/8, [::1], localhost).
+    /// Target URL, http:// on a loopback address (127.0.0.0/8, [::1], localhost); with
+    /// --scenario, the server's base URL (no path).
     #[arg(long)]
     url: String,
+    /// Run a built-in multi-request scenario instead of one fixed request: session-create-destroy,
+    /// session-renew, kv-acquire-release, kv-acquire-release-hot, etcd-lease-grant-revoke,
+    /// etcd-lease-keepalive, etcd-put, etcd-lock-hot.
+    #[arg(long, value_parser = Scenario::parse)]
+    scenario: Option<Scenario>,
+    /// Number of shared keys for the hot-key scenarios.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    hot_keys: u32,
     /// Scenario name printed in the RESULT line (no whitespace).
     #[arg(long, default_value = "load")]
     name: String,
@@ -57,22 +79,24 @@ struct Args {
     /// Measurement seconds.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
-    /// HTTP method.
-    #[arg(long, default_value = "GET")]
-    method: String,
-    /// Request body (sent with a Content-Length).
+    /// HTTP method (default GET; not with --scenario).
+    #[arg(long)]
+    method: Option<String>,
+    /// Request body (sent with a Content-Length; not with --scenario).
     #[arg(long)]
     body: Option<String>,
     /// Extra request header, 'Name: value'; repeatable.
     #[arg(long = "header", value_parser = parse_header)]
     headers: Vec<(HeaderName, HeaderValue)>,
-    /// Statuses that count as success: a class like 2xx, or codes like 200,204.
-    #[arg(long, default_value = "2xx", value_parser = Expect::parse)]
-    expect: Expect,
-    /// Per-request timeout in seconds.
+    /// Statuses that count as success: a class like 2xx, or codes like 200,204 (default 2xx;
+    /// not with --scenario).
+    #[arg(long, value_parser = Expect::parse)]
+    expect: Option<Expect>,
+    /// Per-request timeout in seconds (per iteration with --scenario).
     #[arg(long, default_value_t = 5.0)]
     timeout: f64,
-    /// Upper bound on requests sent over the whole run (all connections together).
+    /// Upper bound on requests (iterations with --scenario) over the whole run, all
+    /// connections together.
     #[arg(long, default_value_t = 100_000_000)]
     max_requests: u64,
     /// Tokio worker threads for the generator (0 = one per CPU).
@@ -103,6 +127,10 @@ struct Stats {
     timeouts: u64,
     bad_status: u64,
     reconnects: u64,
+    /// Scenario mode: lost attempts on a hot key.
+    contended: u64,
+    /// Scenario mode: HTTP requests sent, warm-up included, setup and teardown excluded.
+    http_requests: u64,
     capped: bool,
     first_error: Option<String>,
     stopped: Option<Instant>,
@@ -126,6 +154,8 @@ impl Stats {
         self.timeouts += o.timeouts;
         self.bad_status += o.bad_status;
         self.reconnects += o.reconnects;
+        self.contended += o.contended;
+        self.http_requests += o.http_requests;
         self.capped |= o.capped;
         if self.first_error.is_none() {
             self.first_error = o.first_error;
@@ -300,9 +330,6 @@ fn real_main(args: Args) -> Result<(), String> {
     if args.max_requests == 0 {
         return Err("--max-requests must be > 0".into());
     }
-    let method = Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
-        .map_err(|e| format!("bad --method {:?}: {e}", args.method))?;
-
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if args.threads > 0 {
@@ -310,44 +337,29 @@ fn real_main(args: Args) -> Result<(), String> {
     }
     let rt = rt.build().map_err(|e| format!("tokio runtime: {e}"))?;
 
-    let conns = u64::from(args.conns);
-    let stats = rt.block_on(async {
-        let start = Instant::now();
-        let warm_end = start + Duration::from_secs_f64(args.warmup);
-        let plan = Arc::new(Plan {
-            target,
-            method,
-            body: Bytes::from(args.body.clone().unwrap_or_default()),
-            headers: args.headers.clone(),
-            expect: args.expect.clone(),
-            timeout: Duration::from_secs_f64(args.timeout),
-            per_conn_max: args.max_requests.div_ceil(conns),
-            warm_end,
-            end: warm_end + Duration::from_secs_f64(args.duration),
-        });
-        let tasks: Vec<_> = (0..conns)
-            .map(|_| tokio::spawn(run_connection(Arc::clone(&plan))))
-            .collect();
-        let mut total = Stats::default();
-        for t in tasks {
-            match t.await {
-                Ok(s) => total.merge(s),
-                Err(e) => {
-                    total.io_errors += 1;
-                    total.note(format!("connection task failed: {e}"));
-                }
-            }
+    let (st, secs) = match args.scenario {
+        None => {
+            let method = args.method.as_deref().unwrap_or("GET");
+            let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+                .map_err(|e| format!("bad --method {method:?}: {e}"))?;
+            rt.block_on(run_plain(&args, target, method))
         }
-        let secs = if total.capped {
-            total.stopped.map_or(args.duration, |s| {
-                s.saturating_duration_since(warm_end).as_secs_f64()
-            })
-        } else {
-            args.duration
-        };
-        (total, secs)
-    });
-    let (st, secs) = stats;
+        Some(scenario) => {
+            if args.method.is_some() || args.body.is_some() || args.expect.is_some() {
+                return Err(
+                    "--method, --body and --expect do not apply with --scenario (each step checks its own answer)"
+                        .into(),
+                );
+            }
+            if target.path_and_query != "/" {
+                return Err(format!(
+                    "with --scenario, --url is the server's base URL and must have no path, got {:?}",
+                    target.path_and_query
+                ));
+            }
+            rt.block_on(run_scenario(&args, target, scenario))?
+        }
+    };
 
     let requests = st.hist.count();
     let rps = if secs > 0.0 {
@@ -356,7 +368,7 @@ fn real_main(args: Args) -> Result<(), String> {
         0.0
     };
     eprintln!(
-        "loadgen: name={} requests={} errors={} (connect={} io={} timeout={} status={}) reconnects={}{} mean_us={:.1} min_us={}{}",
+        "loadgen: name={} requests={} errors={} (connect={} io={} timeout={} status={}) reconnects={}{}{} mean_us={:.1} min_us={}{}",
         args.name,
         requests,
         st.errors(),
@@ -365,6 +377,14 @@ fn real_main(args: Args) -> Result<(), String> {
         st.timeouts,
         st.bad_status,
         st.reconnects,
+        if args.scenario.is_some() {
+            format!(
+                " contended={} http_requests={}",
+                st.contended, st.http_requests
+            )
+        } else {
+            String::new()
+        },
         if st.capped {
             " capped-by-max-requests"
         } else {
@@ -377,10 +397,23 @@ fn real_main(args: Args) -> Result<(), String> {
             .map(|e| format!(" first_error={e:?}"))
             .unwrap_or_default(),
     );
+    let scenario_fields = match args.scenario {
+        Some(scenario) => format!(
+            " scenario={scenario} contended={} contended_s={:.1} http_requests={}",
+            st.contended,
+            if secs > 0.0 {
+                st.contended as f64 / secs
+            } else {
+                0.0
+            },
+            st.http_requests
+        ),
+        None => String::new(),
+    };
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "RESULT name={} url={} conns={} secs={} requests={} errors={} rps={:.1} p50_us={} p99_us={} max_us={}",
+        "RESULT name={} url={} conns={} secs={} requests={} errors={} rps={:.1} p50_us={} p99_us={} max_us={}{}",
         args.name,
         args.url,
         args.conns,
@@ -391,10 +424,508 @@ fn real_main(args: Args) -> Result<(), String> {
         st.hist.quantile(0.50),
         st.hist.quantile(0.99),
         st.hist.max(),
+        scenario_fields,
     )
     .and_then(|()| out.flush())
     .map_err(|e| format!("writing result: {e}"))?;
     Ok(())
+}
+
+/// The measured seconds: the full window, or up to the last stop when capped.
+fn measured_secs(total: &Stats, warm_end: Instant, duration: f64) -> f64 {
+    if total.capped {
+        total.stopped.map_or(duration, |s| {
+            s.saturating_duration_since(warm_end).as_secs_f64()
+        })
+    } else {
+        duration
+    }
+}
+
+async fn join_all(tasks: Vec<tokio::task::JoinHandle<Stats>>) -> Stats {
+    let mut total = Stats::default();
+    for t in tasks {
+        match t.await {
+            Ok(s) => total.merge(s),
+            Err(e) => {
+                total.io_errors += 1;
+                total.note(format!("connection task failed: {e}"));
+            }
+        }
+    }
+    total
+}
+
+/// One fixed request per connection, in a closed loop.
+async fn run_plain(args: &Args, target: Target, method: Method) -> (Stats, f64) {
+    let conns = u64::from(args.conns);
+    let start = Instant::now();
+    let warm_end = start + Duration::from_secs_f64(args.warmup);
+    let plan = Arc::new(Plan {
+        target,
+        method,
+        body: Bytes::from(args.body.clone().unwrap_or_default()),
+        headers: args.headers.clone(),
+        expect: args.expect.clone().unwrap_or(Expect::Class(2)),
+        timeout: Duration::from_secs_f64(args.timeout),
+        per_conn_max: args.max_requests.div_ceil(conns),
+        warm_end,
+        end: warm_end + Duration::from_secs_f64(args.duration),
+    });
+    let tasks: Vec<_> = (0..conns)
+        .map(|_| tokio::spawn(run_connection(Arc::clone(&plan))))
+        .collect();
+    let total = join_all(tasks).await;
+    let secs = measured_secs(&total, warm_end, args.duration);
+    (total, secs)
+}
+
+// ------------------------------------------------------------------ scenario mode
+
+/// What every scenario connection needs, shared read-only.
+#[derive(Debug)]
+struct Common {
+    target: Target,
+    scenario: Scenario,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    timeout: Duration,
+    hot_keys: u32,
+}
+
+/// The clock of a scenario run, fixed once every connection has finished its setup.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    warm_end: Instant,
+    end: Instant,
+    per_conn_max: u64,
+}
+
+/// One scenario connection: its HTTP connection (re-opened after an error) and what its
+/// setup made.
+struct Conn {
+    id: u32,
+    sender: Option<SendRequest<Full<Bytes>>>,
+    /// The connection's session (cairn) or lease (etcd) id, when the scenario has one.
+    handle: Option<String>,
+    rng: Rng,
+    value: Bytes,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("id", &self.id)
+            .field("connected", &self.sender.is_some())
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a step of an iteration failed.
+enum StepError {
+    Connect(std::io::Error),
+    Io(hyper::Error),
+    Unexpected(Unexpected),
+}
+
+impl From<Unexpected> for StepError {
+    fn from(u: Unexpected) -> Self {
+        StepError::Unexpected(u)
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Connect(e) => write!(f, "connect: {e}"),
+            StepError::Io(e) => write!(f, "io: {e}"),
+            StepError::Unexpected(u) => write!(f, "{u}"),
+        }
+    }
+}
+
+/// The outcome of one iteration that did not fail.
+enum Attempt {
+    /// A whole op: recorded with its latency.
+    Op,
+    /// Lost a hot key to another connection: counted, not recorded.
+    Contended,
+}
+
+/// Request bodies: JSON (sent with `Content-Type: application/json`), raw bytes, or none.
+enum Body<'a> {
+    None,
+    Json(String),
+    Raw(&'a Bytes),
+}
+
+/// The connection's HTTP sender, (re)connecting when there is none or it was closed.
+async fn ensure_connected<'a>(
+    c: &Common,
+    conn: &'a mut Conn,
+    st: &mut Stats,
+) -> Result<&'a mut SendRequest<Full<Bytes>>, StepError> {
+    if conn.sender.as_ref().is_some_and(SendRequest::is_closed) {
+        conn.sender = None;
+        st.reconnects += 1;
+    }
+    if conn.sender.is_none() {
+        let stream = TcpStream::connect(c.target.addr)
+            .await
+            .map_err(StepError::Connect)?;
+        stream.set_nodelay(true).map_err(StepError::Connect)?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(StepError::Io)?;
+        tokio::spawn(async move {
+            // Ends when the sender is dropped or the server closes.
+            let _ = connection.await;
+        });
+        conn.sender = Some(sender);
+    }
+    Ok(conn.sender.as_mut().expect("just connected"))
+}
+
+/// One request on the connection (connecting first if needed); returns status and body.
+async fn call(
+    c: &Common,
+    conn: &mut Conn,
+    st: &mut Stats,
+    method: Method,
+    path: &str,
+    body: Body<'_>,
+) -> Result<(u16, Bytes), StepError> {
+    let sender = ensure_connected(c, conn, st).await?;
+    let (bytes, json) = match body {
+        Body::None => (Bytes::new(), false),
+        Body::Json(s) => (Bytes::from(s), true),
+        Body::Raw(b) => (b.clone(), false),
+    };
+    let mut req = Request::new(Full::new(bytes));
+    *req.method_mut() = method;
+    *req.uri_mut() = path
+        .parse()
+        .map_err(|e| StepError::Unexpected(Unexpected(format!("bad path {path:?}: {e}"))))?;
+    let h = req.headers_mut();
+    h.insert(
+        HOST,
+        HeaderValue::from_str(&c.target.host).expect("authority is a valid header value"),
+    );
+    if json {
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    for (name, value) in &c.headers {
+        h.append(name.clone(), value.clone());
+    }
+    st.http_requests += 1;
+    let result = async {
+        sender.ready().await?;
+        let resp = sender.send_request(req).await?;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok::<_, hyper::Error>((status, body))
+    }
+    .await;
+    result.map_err(|e| {
+        conn.sender = None;
+        StepError::Io(e)
+    })
+}
+
+/// The untimed per-connection setup: a session or a lease where the scenario needs one.
+async fn setup(c: &Common, conn: &mut Conn, st: &mut Stats) -> Result<(), StepError> {
+    let (step, path, body) = match c.scenario {
+        Scenario::SessionRenew => (
+            "setup session create",
+            "/v1/session/create",
+            sc::SESSION_CREATE_TTL_BODY,
+        ),
+        Scenario::KvAcquireRelease | Scenario::KvAcquireReleaseHot => (
+            "setup session create",
+            "/v1/session/create",
+            sc::SESSION_CREATE_BODY,
+        ),
+        Scenario::EtcdLeaseKeepalive | Scenario::EtcdLockHot => (
+            "setup lease grant",
+            sc::ETCD_LEASE_GRANT_PATH,
+            sc::ETCD_LEASE_GRANT_BODY,
+        ),
+        Scenario::SessionCreateDestroy | Scenario::EtcdLeaseGrantRevoke | Scenario::EtcdPut => {
+            return Ok(());
+        }
+    };
+    let method = match c.scenario.system() {
+        sc::System::Cairn => Method::PUT,
+        sc::System::Etcd => Method::POST,
+    };
+    let (status, b) = call(c, conn, st, method, path, Body::Json(body.to_owned())).await?;
+    conn.handle = Some(sc::expect_id(step, status, &b)?);
+    Ok(())
+}
+
+/// Best-effort cleanup after the window: destroy the session, revoke the lease.
+async fn teardown(c: &Common, conn: &mut Conn, st: &mut Stats) {
+    let Some(id) = conn.handle.take() else {
+        return;
+    };
+    let _ = match c.scenario.system() {
+        sc::System::Cairn => {
+            call(
+                c,
+                conn,
+                st,
+                Method::PUT,
+                &sc::session_destroy_path(&id),
+                Body::None,
+            )
+            .await
+        }
+        sc::System::Etcd => {
+            let body = Body::Json(sc::etcd_lease_id_body(&id));
+            call(c, conn, st, Method::POST, sc::ETCD_LEASE_REVOKE_PATH, body).await
+        }
+    };
+}
+
+fn handle(conn: &Conn) -> Result<String, StepError> {
+    conn.handle
+        .clone()
+        .ok_or_else(|| StepError::Unexpected(Unexpected("no session or lease from setup".into())))
+}
+
+/// One iteration of the scenario; see `cairn_bench::scenario` for what each one sends.
+async fn iteration(c: &Common, conn: &mut Conn, st: &mut Stats) -> Result<Attempt, StepError> {
+    match c.scenario {
+        Scenario::SessionCreateDestroy => {
+            let body = Body::Json(sc::SESSION_CREATE_BODY.to_owned());
+            let (s, b) = call(c, conn, st, Method::PUT, "/v1/session/create", body).await?;
+            let id = sc::expect_id("session create", s, &b)?;
+            let path = sc::session_destroy_path(&id);
+            let (s, b) = call(c, conn, st, Method::PUT, &path, Body::None).await?;
+            if !sc::expect_bool("session destroy", s, &b)? {
+                return Err(Unexpected("session destroy answered false".into()).into());
+            }
+            Ok(Attempt::Op)
+        }
+        Scenario::SessionRenew => {
+            let id = handle(conn)?;
+            let path = sc::session_renew_path(&id);
+            let (s, b) = call(c, conn, st, Method::PUT, &path, Body::None).await?;
+            sc::expect_renewed("session renew", s, &b, &id)?;
+            Ok(Attempt::Op)
+        }
+        Scenario::KvAcquireRelease | Scenario::KvAcquireReleaseHot => {
+            let id = handle(conn)?;
+            let hot = c.scenario == Scenario::KvAcquireReleaseHot;
+            let key = if hot {
+                sc::kv_hot_key(conn.rng.below(c.hot_keys))
+            } else {
+                sc::kv_conn_key(conn.id)
+            };
+            let value = conn.value.clone();
+            let path = sc::kv_acquire_path(&key, &id);
+            let (s, b) = call(c, conn, st, Method::PUT, &path, Body::Raw(&value)).await?;
+            if !sc::expect_bool("kv acquire", s, &b)? {
+                if hot {
+                    return Ok(Attempt::Contended);
+                }
+                return Err(Unexpected(format!(
+                    "kv acquire of {key}, held by nobody else, answered false"
+                ))
+                .into());
+            }
+            let path = sc::kv_release_path(&key, &id);
+            let (s, b) = call(c, conn, st, Method::PUT, &path, Body::Raw(&value)).await?;
+            if !sc::expect_bool("kv release", s, &b)? {
+                return Err(Unexpected(format!(
+                    "kv release of {key} by its holder answered false"
+                ))
+                .into());
+            }
+            Ok(Attempt::Op)
+        }
+        Scenario::EtcdLeaseGrantRevoke => {
+            let body = Body::Json(sc::ETCD_LEASE_GRANT_BODY.to_owned());
+            let (s, b) = call(c, conn, st, Method::POST, sc::ETCD_LEASE_GRANT_PATH, body).await?;
+            let id = sc::expect_id("lease grant", s, &b)?;
+            let body = Body::Json(sc::etcd_lease_id_body(&id));
+            let (s, b) = call(c, conn, st, Method::POST, sc::ETCD_LEASE_REVOKE_PATH, body).await?;
+            sc::expect_etcd_ok("lease revoke", s, &b)?;
+            Ok(Attempt::Op)
+        }
+        Scenario::EtcdLeaseKeepalive => {
+            let id = handle(conn)?;
+            let body = Body::Json(sc::etcd_lease_id_body(&id));
+            let (s, b) = call(
+                c,
+                conn,
+                st,
+                Method::POST,
+                sc::ETCD_LEASE_KEEPALIVE_PATH,
+                body,
+            )
+            .await?;
+            sc::expect_keepalive("lease keepalive", s, &b)?;
+            Ok(Attempt::Op)
+        }
+        Scenario::EtcdPut => {
+            let key = conn.rng.alnum(8);
+            let body = Body::Json(sc::etcd_put_body(&key, &conn.value));
+            let (s, b) = call(c, conn, st, Method::POST, sc::ETCD_PUT_PATH, body).await?;
+            sc::expect_etcd_ok("put", s, &b)?;
+            Ok(Attempt::Op)
+        }
+        Scenario::EtcdLockHot => {
+            let lease = handle(conn)?;
+            let key = sc::etcd_hot_key(conn.rng.below(c.hot_keys));
+            let who = conn.id.to_string();
+            let body = Body::Json(sc::etcd_lock_txn_body(
+                key.as_bytes(),
+                who.as_bytes(),
+                &lease,
+            ));
+            let (s, b) = call(c, conn, st, Method::POST, sc::ETCD_TXN_PATH, body).await?;
+            if !sc::expect_txn("lock txn", s, &b)? {
+                return Ok(Attempt::Contended);
+            }
+            let body = Body::Json(sc::etcd_delete_body(key.as_bytes()));
+            let (s, b) = call(c, conn, st, Method::POST, sc::ETCD_DELETE_RANGE_PATH, body).await?;
+            sc::expect_etcd_ok("unlock deleterange", s, &b)?;
+            Ok(Attempt::Op)
+        }
+    }
+}
+
+async fn run_scenario_connection(c: Arc<Common>, w: Window, mut conn: Conn) -> Stats {
+    let mut st = Stats::default();
+    let mut iterations: u64 = 0;
+    loop {
+        let now = Instant::now();
+        if now >= w.end {
+            break;
+        }
+        if iterations >= w.per_conn_max {
+            st.capped = true;
+            break;
+        }
+        iterations += 1;
+        let t0 = Instant::now();
+        let deadline = (t0 + c.timeout).min(w.end);
+        let res = timeout_at(deadline, iteration(&c, &mut conn, &mut st)).await;
+        let t1 = Instant::now();
+        let counted = t0 >= w.warm_end && t1 <= w.end;
+        match res {
+            Ok(Ok(Attempt::Op)) => {
+                if counted {
+                    st.hist
+                        .record(u64::try_from((t1 - t0).as_micros()).unwrap_or(u64::MAX));
+                }
+            }
+            Ok(Ok(Attempt::Contended)) => {
+                if counted {
+                    st.contended += 1;
+                }
+            }
+            Ok(Err(e)) => {
+                if counted {
+                    match &e {
+                        StepError::Connect(_) => st.connect_errors += 1,
+                        StepError::Io(_) => st.io_errors += 1,
+                        StepError::Unexpected(_) => st.bad_status += 1,
+                    }
+                    st.note(&e);
+                }
+                if matches!(e, StepError::Connect(_)) {
+                    // Do not spin on a refusing port.
+                    sleep(Duration::from_millis(10)).await;
+                }
+            }
+            Err(_) => {
+                conn.sender = None; // state unknown: never reuse a connection with a request in flight
+                if deadline >= w.end {
+                    break; // cut off by the end of the window: neither success nor error
+                }
+                if t0 >= w.warm_end {
+                    st.timeouts += 1;
+                    st.note(format!("iteration timeout after {:?}", c.timeout));
+                }
+            }
+        }
+    }
+    st.stopped = Some(Instant::now().min(w.end));
+    let mut cleanup = Stats::default();
+    let _ = tokio::time::timeout(c.timeout, teardown(&c, &mut conn, &mut cleanup)).await;
+    st
+}
+
+/// Sets up every connection (untimed), then runs the scenario on all of them.
+async fn run_scenario(
+    args: &Args,
+    target: Target,
+    scenario: Scenario,
+) -> Result<(Stats, f64), String> {
+    let common = Arc::new(Common {
+        target,
+        scenario,
+        headers: args.headers.clone(),
+        timeout: Duration::from_secs_f64(args.timeout),
+        hot_keys: args.hot_keys,
+    });
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let t_setup = Instant::now();
+    let setups: Vec<_> = (0..args.conns)
+        .map(|id| {
+            let c = Arc::clone(&common);
+            tokio::spawn(async move {
+                let mut conn = Conn {
+                    id,
+                    sender: None,
+                    handle: None,
+                    rng: Rng::new(seed ^ (u64::from(id) << 32) ^ u64::from(id)),
+                    value: Bytes::from(sc::value_for(id)),
+                };
+                let mut st = Stats::default();
+                let done = timeout_at(Instant::now() + c.timeout, async {
+                    // Connect even when there is nothing to create, so the window starts
+                    // with every connection open.
+                    ensure_connected(&c, &mut conn, &mut st).await?;
+                    setup(&c, &mut conn, &mut st).await
+                })
+                .await;
+                match done {
+                    Ok(Ok(())) => Ok(conn),
+                    Ok(Err(e)) => Err(format!("setup of connection {id}: {e}")),
+                    Err(_) => Err(format!("setup of connection {id}: timeout")),
+                }
+            })
+        })
+        .collect();
+    let mut conns = Vec::with_capacity(setups.len());
+    for t in setups {
+        conns.push(t.await.map_err(|e| format!("setup task failed: {e}"))??);
+    }
+    eprintln!(
+        "loadgen: {scenario}: {} connections set up in {:.0} ms",
+        conns.len(),
+        t_setup.elapsed().as_secs_f64() * 1e3
+    );
+
+    let start = Instant::now();
+    let warm_end = start + Duration::from_secs_f64(args.warmup);
+    let w = Window {
+        warm_end,
+        end: warm_end + Duration::from_secs_f64(args.duration),
+        per_conn_max: args.max_requests.div_ceil(u64::from(args.conns)),
+    };
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .map(|conn| tokio::spawn(run_scenario_connection(Arc::clone(&common), w, conn)))
+        .collect();
+    let total = join_all(tasks).await;
+    let secs = measured_secs(&total, warm_end, args.duration);
+    Ok((total, secs))
 }
 
 #[cfg(test)]
@@ -428,13 +959,70 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.conns, 4);
-        assert_eq!(a.method, "PUT");
+        assert_eq!(a.method.as_deref(), Some("PUT"));
         assert_eq!(a.headers.len(), 1);
-        assert_eq!(a.expect, Expect::Codes(vec![200, 204]));
+        assert_eq!(a.expect, Some(Expect::Codes(vec![200, 204])));
+        assert_eq!(a.scenario, None);
         assert_eq!((a.warmup, a.duration), (2.0, 10.0));
         assert!(Args::try_parse_from(["loadgen", "--url", "http://x/", "--conns", "0"]).is_err());
         assert!(
             Args::try_parse_from(["loadgen", "--url", "http://x/", "--header", "bad"]).is_err()
         );
+    }
+
+    #[test]
+    fn scenario_flags() {
+        let a = Args::try_parse_from([
+            "loadgen",
+            "--url",
+            "http://127.0.0.1:2379",
+            "--scenario",
+            "etcd-lock-hot",
+            "--hot-keys",
+            "4",
+            "--header",
+            "X-Consul-Token: t",
+        ])
+        .unwrap();
+        assert_eq!(a.scenario, Some(Scenario::EtcdLockHot));
+        assert_eq!(a.hot_keys, 4);
+        let a = Args::try_parse_from(["loadgen", "--url", "http://x/", "--scenario", "etcd-put"])
+            .unwrap();
+        assert_eq!(a.hot_keys, 8);
+        for bad in [["--scenario", "no-such-scenario"], ["--hot-keys", "0"]] {
+            let mut argv = vec!["loadgen", "--url", "http://127.0.0.1/"];
+            argv.extend(bad);
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn scenario_mode_refuses_single_request_flags_and_paths() {
+        // These fail before any connection is opened.
+        for extra in [
+            &["--method", "PUT"][..],
+            &["--body", "{}"][..],
+            &["--expect", "200"][..],
+        ] {
+            let mut argv = vec![
+                "loadgen",
+                "--url",
+                "http://127.0.0.1:9/",
+                "--scenario",
+                "session-renew",
+            ];
+            argv.extend(extra);
+            let err = real_main(Args::try_parse_from(argv).unwrap()).unwrap_err();
+            assert!(err.contains("do not apply with --scenario"), "{err}");
+        }
+        let argv = [
+            "loadgen",
+            "--url",
+            "http://127.0.0.1:9/v1/session/create",
+            "--scenario",
+            "session-create-destroy",
+        ];
+        let err = real_main(Args::try_parse_from(argv).unwrap()).unwrap_err();
+        assert!(err.contains("must have no path"), "{err}");
     }
 }

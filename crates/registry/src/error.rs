@@ -40,6 +40,15 @@ pub enum Error {
         permission: String,
         resource: String,
     },
+    /// The token lacks a permission that names no resource (`acl:read`, `acl:write`): the ACL
+    /// endpoints need a management token.
+    #[error(
+        "Permission denied: token with AccessorID '{accessor}' lacks permission '{permission}'"
+    )]
+    AclPermissionDenied {
+        accessor: String,
+        permission: &'static str,
+    },
     /// The presented token does not exist.
     #[error("ACL not found")]
     AclNotFound,
@@ -72,7 +81,9 @@ impl ApiError for Error {
             Error::BadRequest(_) | Error::Invalid(_) | Error::UnknownDatacenter(_) => {
                 StatusCode::BAD_REQUEST
             }
-            Error::PermissionDenied { .. } | Error::AclNotFound => StatusCode::FORBIDDEN,
+            Error::PermissionDenied { .. }
+            | Error::AclPermissionDenied { .. }
+            | Error::AclNotFound => StatusCode::FORBIDDEN,
             Error::AclDisabled => StatusCode::UNAUTHORIZED,
             Error::Contention => StatusCode::SERVICE_UNAVAILABLE,
             Error::CorruptRecord { .. } | Error::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,

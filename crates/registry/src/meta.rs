@@ -19,10 +19,8 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderValue};
 use http_kit::blocking::BlockingParams;
 use serde::Serialize;
-use storage::KeyRange;
 
 use crate::acl::Authz;
-use crate::store;
 use crate::{Error, State};
 
 pub(crate) const INDEX_HEADER: &str = "x-registry-index";
@@ -68,6 +66,14 @@ impl QueryParams {
         self.pairs
             .iter()
             .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Every value of a repeated parameter (`?tag=a&tag=b`, `?node-meta=k:v&node-meta=...`).
+    pub(crate) fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(key, _)| key == name)
             .map(|(_, value)| value.as_str())
     }
 
@@ -238,8 +244,9 @@ pub(crate) fn set_index(headers: &mut HeaderMap, index: u64) {
     headers.insert(INDEX_HEADER, HeaderValue::from(index.max(1)));
 }
 
-/// Adds the leader headers to every response, and an index to any that lacks one: the last
-/// change anywhere in the registry.
+/// Adds the leader headers to every response, and an index to any that lacks one (writes,
+/// errors, unknown paths): the store's current revision, which is O(1) to read. Reads set
+/// their own, narrower index.
 pub(crate) fn layer(router: axum::Router, state: State) -> axum::Router {
     router.layer(middleware::from_fn_with_state(state, add_meta_headers))
 }
@@ -254,11 +261,7 @@ async fn add_meta_headers(
     headers.insert(KNOWN_LEADER_HEADER, HeaderValue::from_static("true"));
     headers.insert(LAST_CONTACT_HEADER, HeaderValue::from_static("0"));
     if !headers.contains_key(INDEX_HEADER) {
-        let index = state
-            .storage()
-            .range_revision(KeyRange::prefix(store::PREFIX))
-            .await
-            .unwrap_or(1);
+        let index = state.storage().revision().await.unwrap_or(1);
         set_index(response.headers_mut(), index);
     }
     response

@@ -3,23 +3,15 @@
 //! cairn runs the registry as a single server, so it is always its own leader and only peer.
 //! py-consul's test harness polls `/v1/status/leader` until it is not `""`.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
-
-pub(crate) fn routes() -> Router<crate::State> {
-    Router::new()
-        // Unauthenticated:
-        .route("/v1/status/leader", get(read_leader))
-        .route("/v1/status/peers", get(list_peers))
-}
 
 /// `GET /v1/status/leader`: the leader's address as a JSON string, `"ip:port"`.
-async fn read_leader(State(state): State<crate::State>) -> Json<String> {
+pub(crate) async fn read_leader(State(state): State<crate::State>) -> Json<String> {
     Json(state.advertise_addr().to_string())
 }
 
 /// `GET /v1/status/peers`: the raft peers' addresses.
-async fn list_peers(State(state): State<crate::State>) -> Json<Vec<String>> {
+pub(crate) async fn list_peers(State(state): State<crate::State>) -> Json<Vec<String>> {
     Json(vec![state.advertise_addr().to_string()])
 }

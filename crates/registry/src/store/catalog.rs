@@ -199,6 +199,12 @@ pub(crate) struct CheckDefinition {
     #[serde(default)]
     pub(crate) header: BTreeMap<String, Vec<String>>,
     #[serde(default)]
+    pub(crate) body: String,
+    #[serde(default)]
+    pub(crate) tls_skip_verify: bool,
+    #[serde(default)]
+    pub(crate) tls_server_name: String,
+    #[serde(default)]
     pub(crate) tcp: String,
     #[serde(default)]
     pub(crate) ttl_ms: u64,

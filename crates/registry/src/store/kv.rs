@@ -1,1 +1,76 @@
 //! Stored records and keys of the registry's kv family (see `store/mod.rs` for the layout).
+//!
+//! Keys:
+//! ```text
+//! registry/kv/<namespace>/<key>            KvRecord
+//! registry/lock-delays/<namespace>/<key>   LockDelayRecord (acquire returns false until then)
+//! ```
+//!
+//! Invariants: a KV entry's CreateIndex/ModifyIndex are its key's storage create/mod revisions;
+//! the value is kept base64-encoded (as Consul sends it), `None` for an empty value (Consul's
+//! `"Value": null`); namespaces never contain `/` (validated in `meta.rs`), so
+//! `<namespace>/` prefixes are exact. Lock-delays are wall-clock Unix ms, read by acquire from
+//! storage (they survive a restart); an expired one is deleted lazily by the next acquire.
+
+use serde::{Deserialize, Serialize};
+use storage::KeyRange;
+
+use crate::store::PREFIX;
+
+/// The current version of every record in this file.
+pub(crate) const RECORD_VERSION: u32 = 1;
+
+/// Every KV key of `namespace` starting with `prefix`.
+pub(crate) fn kv_range(namespace: &str, prefix: &str) -> KeyRange {
+    KeyRange::prefix(format!("{PREFIX}kv/{namespace}/{prefix}"))
+}
+
+pub(crate) fn kv_key(namespace: &str, key: &str) -> Vec<u8> {
+    format!("{PREFIX}kv/{namespace}/{key}").into_bytes()
+}
+
+/// The length of `registry/kv/<namespace>/`, to strip it from stored keys.
+pub(crate) fn kv_key_offset(namespace: &str) -> usize {
+    format!("{PREFIX}kv/{namespace}/").len()
+}
+
+pub(crate) fn lock_delay_key(namespace: &str, key: &str) -> Vec<u8> {
+    format!("{PREFIX}lock-delays/{namespace}/{key}").into_bytes()
+}
+
+/// A KV entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct KvRecord {
+    pub(crate) version: u32,
+    #[serde(default)]
+    pub(crate) flags: u64,
+    /// Base64 (standard alphabet, padded); `None` for an empty value.
+    #[serde(default)]
+    pub(crate) value: Option<String>,
+    /// The session holding the lock on this key, if any.
+    #[serde(default)]
+    pub(crate) session: Option<String>,
+    #[serde(default)]
+    pub(crate) lock_index: u64,
+}
+
+/// A lock-delay on a key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LockDelayRecord {
+    pub(crate) version: u32,
+    /// Unix ms before which acquire returns `false`.
+    pub(crate) until_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_key_offset_strips_the_namespace_prefix() {
+        let key = kv_key("default", "a/b");
+        assert_eq!(&key[kv_key_offset("default")..], b"a/b");
+        assert!(kv_range("default", "a/").contains(&key));
+        assert!(!kv_range("other", "").contains(&key));
+    }
+}

@@ -8,7 +8,10 @@
 //! registry/catalog/services/<node>/<service-id>
 //! registry/catalog/checks/<node>/<check-id>
 //! registry/sessions/<session-id>
+//! registry/session-deadlines/<session-id>                 (checkpointed TTL deadline, Unix ms)
+//! registry/session-checkpoint                              (when the last checkpoint ran)
 //! registry/session-locks/<session-id>/<namespace>/<key>   (the keys a session holds)
+//! registry/check-deadlines/<node>/<check-id>              (TTL check deadlines, Unix ms)
 //! registry/kv/<namespace>/<key>
 //! registry/lock-delays/<namespace>/<key>                   (Unix ms until acquire may succeed)
 //! registry/acl/policies/<id>, registry/acl/tokens/<accessor-id>, ...
