@@ -139,6 +139,10 @@ pub(crate) enum Error {
     CloseStore(storage::Error),
 }
 
+/// `cairn dev` keeps its single unseal key here, so a dev store with `--data-dir` unseals
+/// itself on restart (development only; `cairn server` never writes it).
+const DEV_UNSEAL_KEY_FILE: &str = "dev-unseal-key";
+
 /// The file name of the embedded store inside the data directory.
 const STORE_FILE: &str = "cairn.redb";
 
@@ -293,12 +297,19 @@ async fn build_service(
     };
     Ok(match kind {
         ServiceKind::Secrets => {
-            let state = secrets::State::open(storage, secrets::Config { dev_root_token })
+            let config = secrets::Config {
+                dev_unseal_key_file: dev_root_token
+                    .as_ref()
+                    .map(|_| plan.data_dir.path().join(DEV_UNSEAL_KEY_FILE)),
+                dev_root_token,
+            };
+            let state = secrets::State::open(storage, config)
                 .await
                 .map_err(|err| failed(err.to_string()))?;
+            let loops = secrets::run_tasks(state.clone(), shutdown.clone()).boxed();
             Built {
                 router: secrets::router(state),
-                background: Vec::new(),
+                background: vec![loops],
             }
         }
         ServiceKind::Registry => {

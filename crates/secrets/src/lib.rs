@@ -1,26 +1,45 @@
 //! The secrets store: a Vault/OpenBao-compatible HTTP API on its own listener (default
 //! 127.0.0.1:8200).
 //!
-//! Request flow: `cairn` binds the listener and serves [`router`]; `routes.rs` lists every
-//! (method, path); handlers live in one file per URL family (`sys/health.rs` for
-//! `/v1/sys/health`) and answer errors through [`Error`], rendered as Vault's
-//! `{"errors":[...]}` with `Content-Type: application/json`.
+//! Request flow: `routes.rs` serves the few unauthenticated `sys/` paths that work while
+//! sealed (health, seal-status, init, unseal) and sends everything else under `/v1/` to
+//! `dispatch.rs`, which turns the HTTP request into a logical request (`request.rs`: verb →
+//! operation, body or query → data), refuses it while sealed, resolves the token (`tokens/`),
+//! finds the backend by longest prefix (`mounts.rs`: `sys/`, `auth/token/`, `identity/`, and
+//! every mounted engine or auth method), asks the engine's existence check for create vs
+//! update, checks the ACL (`policy/`), calls the backend, and turns the answer into Vault's
+//! envelope, creating a token for a login and a lease for a leased secret (`leases.rs`).
 //!
-//! What exists today: the health endpoint and the cluster identity. Seal and barrier, tokens,
-//! policies, mounts and engines arrive with the secrets-core issue; this crate is where they go.
+//! Everything persisted goes through the barrier (`barrier.rs`: AES-256-GCM keyring), itself
+//! unlocked by the seal (`seal.rs`: Shamir shares).
 //!
 //! Invariants:
-//! - Everything this crate stores lives under the `secrets/` key prefix (see `store.rs`).
+//! - Nothing this crate writes reaches the store unencrypted, except the seal configuration
+//!   and the encrypted keyring; every key starts with `secrets/`.
+//! - Engines see only their mount's barrier view, through `secrets-sdk`.
+//! - Every lease and token expiry is rebuilt from storage after a restart and unseal.
 //! - The secrets crate never depends on another service crate.
 
+mod barrier;
+mod dispatch;
+mod engines;
 mod error;
+mod identity;
+mod leases;
+mod mounts;
+mod policy;
+mod request;
 mod routes;
+mod seal;
 mod store;
 mod sys;
+mod tokens;
+mod userpass;
 
 use std::sync::Arc;
 
 use storage::Storage;
+use tokio_util::sync::CancellationToken;
 
 pub use error::Error;
 pub use routes::router;
@@ -35,8 +54,12 @@ pub const REPORTED_VERSION: &str = concat!("1.17.0+cairn.", env!("CARGO_PKG_VERS
 /// How the secrets service is started.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
-    /// `cairn dev`: the root token to create. `None` in `cairn server`.
+    /// `cairn dev`: initialise with one key share, unseal automatically, and use this as the
+    /// root token. `None` in `cairn server` (an operator runs `sys/init` and `sys/unseal`).
     pub dev_root_token: Option<String>,
+    /// `cairn dev --data-dir`: where the dev unseal key is kept so a restart can unseal itself
+    /// (development only: it sits next to the data it protects).
+    pub dev_unseal_key_file: Option<std::path::PathBuf>,
 }
 
 /// Shared state of the secrets service; cheap to clone.
@@ -49,35 +72,98 @@ pub struct State {
 struct Inner {
     storage: Arc<dyn Storage>,
     cluster: store::ClusterIdentity,
-    #[allow(
-        dead_code,
-        reason = "used by the token store of the secrets-core issue"
-    )]
     config: Config,
+    barrier: Arc<barrier::Barrier>,
+    seal: seal::Seal,
+    mounts: mounts::MountTable,
+    tokens: tokens::TokenStore,
+    policies: policy::PolicyStore,
+    leases: leases::ExpirationManager,
 }
 
 impl State {
-    /// Loads (or, on first start, creates and persists) the service's state.
+    /// Loads (or, on first start, creates and persists) the service's state. In dev mode the
+    /// store is initialised and unsealed here.
     pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<State, Error> {
         let cluster = store::load_or_create_cluster(storage.as_ref()).await?;
-        Ok(State {
+        let barrier = Arc::new(barrier::Barrier::new(storage.clone()));
+        let state = State {
             inner: Arc::new(Inner {
+                seal: seal::Seal::new(storage.clone(), barrier.clone()),
+                mounts: mounts::MountTable::default(),
+                tokens: tokens::TokenStore::default(),
+                policies: policy::PolicyStore::default(),
+                leases: leases::ExpirationManager::default(),
                 storage,
                 cluster,
                 config,
+                barrier,
             }),
-        })
+        };
+        if state.config().dev_root_token.is_some() {
+            seal::dev_init_and_unseal(&state).await?;
+        } else if state.seal().is_unsealed() {
+            state.post_unseal().await?;
+        }
+        Ok(state)
     }
 
-    fn cluster(&self) -> &store::ClusterIdentity {
+    /// Everything that must happen once the barrier is open: load mounts, policies, tokens
+    /// and lease timers from storage. Called by `sys/unseal` and at dev start.
+    pub(crate) async fn post_unseal(&self) -> Result<(), Error> {
+        self.mounts().load(self).await?;
+        self.policies().load(self).await?;
+        self.tokens().load(self).await?;
+        self.leases().load(self).await?;
+        Ok(())
+    }
+
+    /// Everything that must happen when sealing: drop in-memory secrets and timers.
+    pub(crate) async fn pre_seal(&self) {
+        self.leases().clear();
+        self.tokens().clear();
+        self.policies().clear();
+        self.mounts().clear();
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn cluster(&self) -> &store::ClusterIdentity {
         &self.inner.cluster
     }
 
-    #[allow(
-        dead_code,
-        reason = "handlers of later issues read and write through it"
-    )]
-    fn storage(&self) -> &dyn Storage {
-        self.inner.storage.as_ref()
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.inner.storage
     }
+
+    pub(crate) fn barrier(&self) -> &Arc<barrier::Barrier> {
+        &self.inner.barrier
+    }
+
+    pub(crate) fn seal(&self) -> &seal::Seal {
+        &self.inner.seal
+    }
+
+    pub(crate) fn mounts(&self) -> &mounts::MountTable {
+        &self.inner.mounts
+    }
+
+    pub(crate) fn tokens(&self) -> &tokens::TokenStore {
+        &self.inner.tokens
+    }
+
+    pub(crate) fn policies(&self) -> &policy::PolicyStore {
+        &self.inner.policies
+    }
+
+    pub(crate) fn leases(&self) -> &leases::ExpirationManager {
+        &self.inner.leases
+    }
+}
+
+/// Runs the secrets service's background loops (lease and token expiry) until `shutdown`.
+pub async fn run_tasks(state: State, shutdown: CancellationToken) {
+    leases::run(state, shutdown).await;
 }

@@ -1,0 +1,1 @@
+//! Placeholder for `dispatch`; its engineer writes it.

@@ -1,0 +1,1 @@
+//! Placeholder for `engines`; its engineer writes it.

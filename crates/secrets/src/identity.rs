@@ -1,0 +1,1 @@
+//! Placeholder for `identity`; its engineer writes it.

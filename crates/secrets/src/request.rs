@@ -1,0 +1,1 @@
+//! Placeholder for `request`; its engineer writes it.

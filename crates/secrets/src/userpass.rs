@@ -1,0 +1,1 @@
+//! Placeholder for `userpass`; its engineer writes it.
