@@ -342,13 +342,25 @@ async fn build_service(
             )),
             background: Vec::new(),
         },
-        ServiceKind::Platform => Built {
-            router: platform::router(platform::State::new(
-                storage,
-                platform::Config { dev_root_token },
-            )),
-            background: Vec::new(),
-        },
+        ServiceKind::Platform => {
+            let config = platform::Config {
+                dev_root_token,
+                blob_dir: plan.data_dir.path().join("blobs"),
+                ..platform::Config::default()
+            };
+            let opened = platform::State::open(storage, config)
+                .await
+                .map_err(|err| failed(err.to_string()))?;
+            // The first start of `cairn server` issues the site administrator's token; it is
+            // shown once, here, just before the banner (the store keeps only its hash).
+            if let Some(token) = &opened.bootstrap_token {
+                crate::println_stdout(&format!("  platform bootstrap token  {token}"));
+            }
+            Built {
+                router: platform::router(opened.state),
+                background: Vec::new(),
+            }
+        }
     })
 }
 

@@ -3,7 +3,8 @@
 //! - Every Rust source file opens with a `//!` doc saying what it is.
 //! - No test is skipped or expected to panic (neither the ignore nor the should_panic attribute).
 //! - The dependency rules of ARCHITECTURE.md hold: service crates never depend on one another,
-//!   `storage` depends on no backend, and only `cairn` depends on every service.
+//!   `storage` depends on no backend, secrets engines depend only on `secrets-sdk`, and only
+//!   `cairn` depends on every service.
 
 use std::path::{Path, PathBuf};
 
@@ -131,5 +132,30 @@ fn only_cairn_depends_on_every_service() {
             deps.iter().any(|d| d == service),
             "cairn does not wire {service}"
         );
+    }
+}
+
+#[test]
+fn engines_depend_only_on_the_sdk() {
+    let root = workspace_root().join("crates");
+    let engines: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("secrets-") && name != "secrets-sdk")
+        .collect();
+    assert!(!engines.is_empty(), "no engine crates found");
+    for engine in engines {
+        let deps = dependencies(&engine);
+        assert!(
+            deps.iter().any(|d| d == "secrets-sdk"),
+            "{engine} does not use secrets-sdk"
+        );
+        for forbidden in ["secrets", "storage", "storage-redb", "http-kit"] {
+            assert!(
+                !deps.iter().any(|d| d == forbidden),
+                "{engine} depends on {forbidden}"
+            );
+        }
     }
 }

@@ -72,6 +72,12 @@ pub trait ApiError: fmt::Display + fmt::Debug + Send + Sync + 'static {
 
     /// Wraps a failure of one of this crate's extractors (bad JSON, body too large, ...).
     fn from_rejection(rejection: Rejection) -> Self;
+
+    /// Whether a 5xx error's own message is meant for the client (Vault's 503 `Vault is
+    /// sealed`, a 503 asking to retry). Default: no, so internal detail never leaks.
+    fn is_public(&self) -> bool {
+        false
+    }
 }
 
 /// Turns a service error into its response; call it from the service's `IntoResponse`.
@@ -80,7 +86,7 @@ pub trait ApiError: fmt::Display + fmt::Debug + Send + Sync + 'static {
 /// [`INTERNAL_ERROR_MESSAGE`]; for anything else, logs at `debug` and renders `err.to_string()`.
 pub fn into_response<E: ApiError>(err: E) -> Response {
     let status = err.status();
-    if status.is_server_error() {
+    if status.is_server_error() && !err.is_public() {
         tracing::error!(
             message = "Request failed.",
             status = status.as_u16(),
@@ -144,6 +150,8 @@ pub(crate) mod tests {
         NotFound(String),
         #[error("database password is hunter2")]
         Backend,
+        #[error("store is sealed")]
+        Sealed,
         #[error(transparent)]
         Rejection(Rejection),
         #[error(transparent)]
@@ -155,6 +163,7 @@ pub(crate) mod tests {
             match self {
                 TestError::NotFound(_) => StatusCode::NOT_FOUND,
                 TestError::Backend | TestError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                TestError::Sealed => StatusCode::SERVICE_UNAVAILABLE,
                 TestError::Rejection(rejection) => rejection.status(),
             }
         }
@@ -165,6 +174,10 @@ pub(crate) mod tests {
 
         fn from_rejection(rejection: Rejection) -> Self {
             TestError::Rejection(rejection)
+        }
+
+        fn is_public(&self) -> bool {
+            matches!(self, TestError::Sealed)
         }
     }
 
@@ -198,6 +211,16 @@ pub(crate) mod tests {
         assert_eq!(
             body_text(response).await,
             r#"{"errors":["internal error"]}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn into_response_public_server_error_shows_its_message() {
+        let response = into_response(TestError::Sealed);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body_text(response).await,
+            r#"{"errors":["store is sealed"]}"#
         );
     }
 

@@ -1,7 +1,13 @@
 //! The platform's error type and its mapping to HTTP.
 //!
-//! Invariant: one exhaustive match decides every status; bodies are JSON:API error documents
-//! with `Content-Type: application/vnd.api+json` and a string `status`.
+//! Where it sits: every handler and extractor returns [`Error`]; `http_kit::into_response`
+//! logs it (5xx at `error` with the cause, 4xx at `debug`) and calls [`ApiError::render`].
+//!
+//! Invariants: one exhaustive match decides every status; bodies are JSON:API error documents
+//! with `Content-Type: application/vnd.api+json` and a string `status`; "no access" is 404
+//! ([`Error::NotFound`]), never 403 (403 is only for the spec's few cases, such as removing
+//! oneself from an organization one owns); 401 is only for a missing, unknown or expired token;
+//! a 422 names the offending member with `source.pointer`; a 5xx shows no internal detail.
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
@@ -10,25 +16,103 @@ use jsonapi::{ErrorDocument, ErrorObject};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// No token, or one that is unknown or expired.
+    #[error("unauthorized")]
+    Unauthorized,
     /// The resource does not exist or the caller may not see it (TFE answers both with 404).
     #[error("not found")]
     NotFound,
+    /// The spec's few real 403s (removing oneself from an owned organization, ...).
+    #[error("{0}")]
+    Forbidden(String),
+    /// A validation failure of the request document, pointing at the member at fault
+    /// (`/data/attributes/email`); `None` when no single member is to blame.
+    #[error("{detail}")]
+    Invalid {
+        pointer: Option<String>,
+        detail: String,
+    },
+    /// A bad request outside the document: a query parameter (`parameter` names it, such as
+    /// `include` or `page[size]`) or an organization limit.
+    #[error("{detail}")]
+    BadRequest {
+        parameter: Option<String>,
+        detail: String,
+    },
+    /// A state conflict (archiving a configuration version in use, a locked workspace, ...).
+    #[error("{0}")]
+    Conflict(String),
+    /// Engineer P2: a state change the resource's state machine refuses (archiving a
+    /// configuration version in use, a run action in the wrong status); go-tfe matches the
+    /// title `transition not allowed` and the detail.
+    #[error("{0}")]
+    TransitionNotAllowed(String),
+    /// Engineer P2: an upload over the configured limit; nothing was stored.
+    #[error("the configuration archive is larger than the limit of {limit} bytes ({} MiB)", limit / (1024 * 1024))]
+    ArchiveTooLarge { limit: u64 },
+    /// Engineer P2: an uploaded archive that is not a .tar.gz (the version is now `errored`).
+    #[error("the configuration version errored: {0}")]
+    InvalidArchive(String),
+    /// A mutating request without `Content-Type: application/vnd.api+json`.
+    #[error("unsupported media type: send Content-Type: application/vnd.api+json")]
+    UnsupportedMediaType,
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// A compare-and-swap loop kept losing to concurrent writers.
+    #[error("the resource changed concurrently; retry the request")]
+    Contention,
+    /// The body or query string could not be read by an http-kit extractor.
     #[error("{0}")]
     Rejected(Rejection),
+    /// A stored record could not be decoded or encoded.
+    #[error("corrupt record at {key}: {reason}")]
+    CorruptRecord { key: String, reason: String },
+    /// Anything else that is the server's fault (the blob store failing, ...).
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Storage(#[from] storage::Error),
 }
 
 impl Error {
+    /// A 422 pointing at `pointer` (`/data/attributes/name`).
+    pub fn invalid(pointer: impl Into<String>, detail: impl Into<String>) -> Error {
+        Error::Invalid {
+            pointer: Some(pointer.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// A 422 pointing at `/data/attributes/<name>`.
+    pub fn invalid_attribute(name: &str, detail: impl Into<String>) -> Error {
+        Error::invalid(format!("/data/attributes/{name}"), detail)
+    }
+
+    /// A 400 naming a query parameter.
+    pub fn bad_parameter(parameter: impl Into<String>, detail: impl Into<String>) -> Error {
+        Error::BadRequest {
+            parameter: Some(parameter.into()),
+            detail: detail.into(),
+        }
+    }
+
     fn title(&self, status: StatusCode) -> String {
         match self {
+            Error::Unauthorized => "unauthorized".to_owned(),
             Error::NotFound => "not found".to_owned(),
+            Error::Forbidden(_) => "forbidden".to_owned(),
+            Error::Invalid { .. } => "invalid attribute".to_owned(),
+            Error::BadRequest { .. } => "bad request".to_owned(),
+            Error::Conflict(_) | Error::Contention => "conflict".to_owned(),
+            Error::TransitionNotAllowed(_) => "transition not allowed".to_owned(),
+            Error::ArchiveTooLarge { .. } => "archive too large".to_owned(),
+            Error::InvalidArchive(_) => "invalid archive".to_owned(),
+            Error::UnsupportedMediaType => "unsupported media type".to_owned(),
             Error::MethodNotAllowed => "method not allowed".to_owned(),
-            Error::Rejected(_) | Error::Storage(_) => {
-                status.canonical_reason().unwrap_or("error").to_lowercase()
-            }
+            Error::Rejected(_)
+            | Error::CorruptRecord { .. }
+            | Error::Internal(_)
+            | Error::Storage(_) => status.canonical_reason().unwrap_or("error").to_lowercase(),
         }
     }
 }
@@ -36,14 +120,26 @@ impl Error {
 impl ApiError for Error {
     fn status(&self) -> StatusCode {
         match self {
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::NotFound => StatusCode::NOT_FOUND,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Error::Conflict(_) | Error::Contention => StatusCode::CONFLICT,
+            Error::TransitionNotAllowed(_) => StatusCode::CONFLICT,
+            Error::ArchiveTooLarge { .. } | Error::InvalidArchive(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::Rejected(rejection) => match rejection {
                 // JSON:API reports unreadable documents as 422 on TFE.
                 Rejection::MalformedJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 other => other.status(),
             },
-            Error::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::CorruptRecord { .. } | Error::Internal(_) | Error::Storage(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -52,6 +148,19 @@ impl ApiError for Error {
         let mut object = ErrorObject::new(status.as_u16(), title.clone());
         if public_message != title {
             object = object.with_detail(public_message);
+        }
+        if !status.is_server_error() {
+            match self {
+                Error::Invalid {
+                    pointer: Some(pointer),
+                    ..
+                } => object = object.with_pointer(pointer.clone()),
+                Error::BadRequest {
+                    parameter: Some(parameter),
+                    ..
+                } => object = object.with_parameter(parameter.clone()),
+                _ => {}
+            }
         }
         let mut response = (status, ErrorDocument::single(object).to_json()).into_response();
         response.headers_mut().insert(

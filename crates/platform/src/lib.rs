@@ -1,28 +1,54 @@
 //! The platform: a Terraform Enterprise API v2-compatible JSON:API service on its own listener
 //! (default 127.0.0.1:8080), under `/api/v2`.
 //!
-//! Request flow: `cairn` binds the listener and serves [`router`]; `routes.rs` lists every
-//! (method, path); handlers live in one file per URL family (`ping.rs` for `/api/v2/ping`);
-//! errors go through [`Error`], rendered as JSON:API error documents by the `jsonapi` crate.
-//!
-//! What exists today: `/api/v2/ping`, and the `TFP-API-Version` header on every response.
-//! Organizations, users, teams, tokens, memberships, workspaces, configuration versions and
-//! runs arrive with the platform issue.
+//! Request flow: `cairn` opens the state with [`State::open`] (which bootstraps the site
+//! administrator) and serves [`router`]; `routes.rs` lists every (method, path) and applies the
+//! JSON:API content-type rule and body limit; handlers live in one file per URL family
+//! (`ping.rs`, `users.rs`, `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`);
+//! each starts with the `auth::Caller` extractor, reads its input through `request.rs`
+//! (`Body`, `Query`), persists through `store/`, and answers through `render.rs`; errors go
+//! through [`Error`], rendered as JSON:API error documents by the `jsonapi` crate.
 //!
 //! Invariants:
-//! - Everything this crate stores lives under the `platform/` key prefix.
+//! - Everything this crate stores lives under the `platform/` key prefix (`store/`).
 //! - Every response carries `TFP-API-Version: 2.5` (Terraform refuses older servers).
-//! - Error `status` members are strings; "no access" is 404, never 403 (TFE's rule).
+//! - Error `status` members are strings; "no access" is 404, never 403 (TFE's rule); a
+//!   missing or invalid token is 401.
+//! - Token secrets are never stored, only their SHA-256; a secret is shown once, when issued.
+//! - A write that changes several records is one storage transaction guarded by
+//!   compare-and-swap on what it read; nothing holds a lock across I/O.
 //! - The platform crate never depends on another service crate.
 
+mod auth;
+mod bootstrap;
 mod error;
+mod ids;
+mod memberships;
+mod organizations;
 mod ping;
+mod render;
+mod request;
 mod routes;
+mod store;
+mod teams;
+mod tokens;
+mod users;
+// Engineer P2: workspaces, configuration versions, runs.
+mod archive;
+mod blobs;
+mod configuration_versions;
+mod objects;
+mod run_state;
+mod runs;
+mod signed_url;
+mod workspaces;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use storage::Storage;
 
+pub use bootstrap::{ADMIN_EMAIL, ADMIN_USERNAME};
 pub use error::Error;
 pub use routes::router;
 
@@ -32,38 +58,87 @@ pub const API_VERSION: &str = "2.5";
 /// How the platform is started.
 #[derive(Debug, Clone, Default)]
 pub struct Config {
-    /// `cairn dev`: the site administrator's token.
+    /// `cairn dev`: the site administrator's token (a user token of [`ADMIN_USERNAME`]).
     pub dev_root_token: Option<String>,
+    pub limits: Limits,
+    /// Where configuration archives are kept (`cairn` passes `<data-dir>/blobs`); created on
+    /// first use. Empty: uploads and downloads fail with a 500 naming the missing setting.
+    pub blob_dir: PathBuf,
+    /// The largest configuration archive accepted, in bytes (`None`: 100 MiB); larger uploads
+    /// are answered 422.
+    pub max_upload_bytes: Option<u64>,
+}
+
+/// Organization limits; an invitation past one is answered 400.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Memberships (invited and active) an organization may hold.
+    pub max_organization_members: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_organization_members: 100_000,
+        }
+    }
 }
 
 /// Shared state of the platform; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct State {
-    #[allow(
-        dead_code,
-        reason = "the handlers of the platform issue read it; ping needs nothing"
-    )]
     inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
 struct Inner {
-    #[allow(
-        dead_code,
-        reason = "organizations and workspaces of the platform issue write through it"
-    )]
     storage: Arc<dyn Storage>,
-    #[allow(
-        dead_code,
-        reason = "the site administrator of the platform issue is bootstrapped from it"
-    )]
     config: Config,
+    /// Engineer P2: configuration archives (`blobs.rs`) and the URL signing key, loaded or
+    /// created on first use (`signed_url.rs`).
+    blobs: blobs::BlobStore,
+    signer: tokio::sync::OnceCell<signed_url::Signer>,
+}
+
+/// What [`State::open`] returns.
+#[derive(Debug)]
+pub struct Opened {
+    pub state: State,
+    /// At the first start of a store without a dev root token: the secret of a user token of
+    /// the site administrator [`ADMIN_USERNAME`], shown this once (`cairn server` prints it).
+    pub bootstrap_token: Option<String>,
 }
 
 impl State {
-    pub fn new(storage: Arc<dyn Storage>, config: Config) -> State {
-        State {
-            inner: Arc::new(Inner { storage, config }),
-        }
+    /// Opens the platform over `storage` and bootstraps the site administrator: with a dev
+    /// root token, makes it a token of [`ADMIN_USERNAME`]; without one, on the store's first
+    /// start, issues a token for that user and returns it in [`Opened::bootstrap_token`].
+    pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<Opened, Error> {
+        let state = State {
+            inner: Arc::new(Inner {
+                blobs: blobs::BlobStore::new(
+                    config.blob_dir.clone(),
+                    config
+                        .max_upload_bytes
+                        .unwrap_or(blobs::DEFAULT_MAX_UPLOAD_BYTES),
+                ),
+                signer: tokio::sync::OnceCell::new(),
+                storage,
+                config,
+            }),
+        };
+        let bootstrap_token = bootstrap::bootstrap(&state).await?;
+        Ok(Opened {
+            state,
+            bootstrap_token,
+        })
+    }
+
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        self.inner.storage.as_ref()
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
     }
 }

@@ -1,21 +1,209 @@
-//! Every route of the platform, in one table.
+//! Every route of the platform, in one table: grep a URL here to find its handler. Handlers
+//! live in the file named after their URL family; every handler except those under
+//! `// Unauthenticated:` starts with the `auth::Caller` extractor.
+//!
+//! Two groups:
+//! - JSON:API routes: a POST, PATCH or DELETE without `Content-Type: application/vnd.api+json`
+//!   is answered 415 before its handler runs (TFE's rule; GETs are never checked), and bodies
+//!   are limited to [`JSONAPI_BODY_LIMIT`] (413 beyond).
+//! - Upload and download routes (engineer P2): signed URLs used without a bearer token and
+//!   without the JSON:API content type; their own body limits.
 //!
 //! Unknown paths answer a JSON:API 404 and wrong methods a JSON:API 405; every response gets
 //! `TFP-API-Version`.
 
 use axum::Router;
-use axum::routing::get;
-use http::HeaderValue;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post, put};
 use http::header::HeaderName;
+use http::{HeaderValue, Method, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::{API_VERSION, Error, State, ping};
+use crate::{
+    API_VERSION, Error, State, configuration_versions, memberships, objects, organizations, ping,
+    runs, teams, tokens, users, workspaces,
+};
+
+/// The largest JSON:API request body (1 MiB); uploads have their own limits.
+pub(crate) const JSONAPI_BODY_LIMIT: usize = 1024 * 1024;
 
 /// The platform's router, with its state applied.
 pub fn router(state: State) -> Router {
-    Router::new()
+    let jsonapi = Router::new()
         // Unauthenticated:
         .route("/api/v2/ping", get(ping::ping))
+        // memberships.rs: the invitation token authenticates (or the invited user's bearer).
+        .route(
+            "/api/v2/organization-memberships/{id}/actions/accept",
+            post(memberships::accept_membership),
+        )
+        // users.rs
+        .route("/api/v2/account/details", get(users::read_account))
+        .route("/api/v2/account/update", patch(users::update_account))
+        .route("/api/v2/users/{id}", get(users::read_user))
+        // organizations.rs
+        .route(
+            "/api/v2/organizations",
+            get(organizations::list_organizations).post(organizations::create_organization),
+        )
+        .route(
+            "/api/v2/organizations/{name}",
+            get(organizations::read_organization)
+                .patch(organizations::update_organization)
+                .delete(organizations::delete_organization),
+        )
+        .route(
+            "/api/v2/organizations/{name}/entitlement-set",
+            get(organizations::read_entitlements),
+        )
+        // teams.rs
+        .route(
+            "/api/v2/organizations/{name}/teams",
+            get(teams::list_teams).post(teams::create_team),
+        )
+        .route(
+            "/api/v2/teams/{id}",
+            get(teams::read_team)
+                .patch(teams::update_team)
+                .delete(teams::delete_team),
+        )
+        .route(
+            "/api/v2/teams/{id}/relationships/users",
+            post(teams::add_team_users).delete(teams::remove_team_users),
+        )
+        .route(
+            "/api/v2/teams/{id}/relationships/organization-memberships",
+            post(teams::add_team_memberships).delete(teams::remove_team_memberships),
+        )
+        // tokens.rs
+        .route(
+            "/api/v2/users/{id}/authentication-tokens",
+            get(tokens::list_user_tokens).post(tokens::create_user_token),
+        )
+        .route(
+            "/api/v2/authentication-tokens/{id}",
+            get(tokens::read_user_token).delete(tokens::delete_user_token),
+        )
+        .route(
+            "/api/v2/teams/{id}/authentication-token",
+            get(tokens::read_team_token)
+                .post(tokens::create_team_token)
+                .delete(tokens::delete_team_token),
+        )
+        .route(
+            "/api/v2/organizations/{name}/authentication-token",
+            get(tokens::read_organization_token)
+                .post(tokens::create_organization_token)
+                .delete(tokens::delete_organization_token),
+        )
+        // memberships.rs
+        .route(
+            "/api/v2/organizations/{name}/organization-memberships",
+            get(memberships::list_memberships).post(memberships::create_membership),
+        )
+        .route(
+            "/api/v2/organization-memberships",
+            get(memberships::list_own_memberships),
+        )
+        .route(
+            "/api/v2/organization-memberships/{id}",
+            get(memberships::read_membership).delete(memberships::delete_membership),
+        )
+        // ---- Engineer P2: workspaces, configuration versions, runs (JSON:API routes) ----
+        // workspaces.rs
+        .route(
+            "/api/v2/organizations/{name}/workspaces",
+            get(workspaces::list_workspaces).post(workspaces::create_workspace),
+        )
+        .route(
+            "/api/v2/organizations/{name}/workspaces/{workspace}",
+            get(workspaces::read_workspace)
+                .patch(workspaces::update_workspace)
+                .delete(workspaces::delete_workspace),
+        )
+        .route(
+            "/api/v2/organizations/{name}/workspaces/{workspace}/actions/safe-delete",
+            post(workspaces::safe_delete_workspace),
+        )
+        .route(
+            "/api/v2/workspaces/{id}",
+            get(workspaces::read_workspace_by_id)
+                .patch(workspaces::update_workspace_by_id)
+                .delete(workspaces::delete_workspace_by_id),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/actions/safe-delete",
+            post(workspaces::safe_delete_workspace_by_id),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/actions/lock",
+            post(workspaces::lock_workspace),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/actions/unlock",
+            post(workspaces::unlock_workspace),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/actions/force-unlock",
+            post(workspaces::force_unlock_workspace),
+        )
+        // configuration_versions.rs
+        .route(
+            "/api/v2/workspaces/{id}/configuration-versions",
+            get(configuration_versions::list_configuration_versions)
+                .post(configuration_versions::create_configuration_version),
+        )
+        .route(
+            "/api/v2/workspaces/{id}/current-configuration-version",
+            get(configuration_versions::read_current_configuration_version),
+        )
+        .route(
+            "/api/v2/configuration-versions/{id}",
+            get(configuration_versions::read_configuration_version),
+        )
+        .route(
+            "/api/v2/configuration-versions/{id}/ingress-attributes",
+            get(configuration_versions::read_ingress_attributes),
+        )
+        .route(
+            "/api/v2/configuration-versions/{id}/actions/archive",
+            post(configuration_versions::archive_configuration_version),
+        )
+        .route(
+            "/api/v2/configuration-versions/{id}/download",
+            get(configuration_versions::download_configuration_version),
+        )
+        .route(
+            "/api/v2/runs/{id}/configuration-version/download",
+            get(configuration_versions::download_run_configuration_version),
+        )
+        // runs.rs
+        .route("/api/v2/runs", post(runs::create_run))
+        .route("/api/v2/runs/{id}", get(runs::read_run))
+        .route("/api/v2/workspaces/{id}/runs", get(runs::list_runs))
+        .route("/api/v2/runs/{id}/actions/apply", post(runs::apply_run))
+        .route("/api/v2/runs/{id}/actions/discard", post(runs::discard_run))
+        .route("/api/v2/runs/{id}/actions/cancel", post(runs::cancel_run))
+        .route(
+            "/api/v2/runs/{id}/actions/force-cancel",
+            post(runs::force_cancel_run),
+        )
+        // ---- end of engineer P2's JSON:API routes ----
+        .route_layer(axum::middleware::from_fn(require_jsonapi_content_type));
+    let jsonapi = http_kit::with_body_limit(jsonapi, JSONAPI_BODY_LIMIT);
+
+    // ---- Engineer P2: upload and download routes (no bearer, no JSON:API content type) ----
+    // Unauthenticated: the signature in the path is the credential (objects.rs).
+    let blobs: Router<State> = Router::new().route(
+        "/_archivist/v1/object/{signature}/configuration-versions/{object}",
+        put(objects::upload_configuration_archive).get(objects::download_configuration_archive),
+    );
+    // ---- end of engineer P2's upload and download routes ----
+
+    jsonapi
+        .merge(blobs)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -23,6 +211,26 @@ pub fn router(state: State) -> Router {
             HeaderName::from_static("tfp-api-version"),
             HeaderValue::from_static(API_VERSION),
         ))
+}
+
+/// 415 for a POST, PATCH or DELETE whose `Content-Type` is not `application/vnd.api+json`
+/// (parameters such as `charset` are allowed).
+async fn require_jsonapi_content_type(request: Request, next: Next) -> Response {
+    let mutating = matches!(
+        *request.method(),
+        Method::POST | Method::PATCH | Method::DELETE
+    );
+    if mutating && !is_jsonapi(request.headers().get(header::CONTENT_TYPE)) {
+        return Error::UnsupportedMediaType.into_response();
+    }
+    next.run(request).await
+}
+
+fn is_jsonapi(value: Option<&HeaderValue>) -> bool {
+    value
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case(jsonapi::MEDIA_TYPE))
 }
 
 async fn not_found() -> Error {

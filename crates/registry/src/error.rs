@@ -97,6 +97,10 @@ impl ApiError for Error {
     fn from_rejection(rejection: Rejection) -> Error {
         Error::Rejected(rejection)
     }
+
+    fn is_public(&self) -> bool {
+        matches!(self, Error::Contention)
+    }
 }
 
 impl IntoResponse for Error {

@@ -27,10 +27,16 @@ pub enum EngineError {
     /// Storage failed: 500.
     #[error("storage: {0}")]
     Storage(String),
+    /// The store was sealed while the request ran: 503 `Vault is sealed`.
+    #[error("Vault is sealed")]
+    Sealed,
 }
 
 impl From<crate::StorageError> for EngineError {
     fn from(err: crate::StorageError) -> EngineError {
-        EngineError::Storage(err.to_string())
+        match err {
+            crate::StorageError::Sealed => EngineError::Sealed,
+            crate::StorageError::Backend(message) => EngineError::Storage(message),
+        }
     }
 }

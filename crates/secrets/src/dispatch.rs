@@ -1,1 +1,463 @@
-//! Placeholder for `dispatch`; its engineer writes it.
+//! The one catch-all handler for `/v1/*`: every path without an explicit route in
+//! `routes.rs` (health, init, unseal, seal-status) comes through here.
+//!
+//! Flow (Vault's `handleLogical` + `HandleRequest`):
+//! 1. sealed → 503 `Vault is sealed`;
+//! 2. parse the HTTP request (`request.rs`); `OPTIONS` → 204 with `Allow`;
+//! 3. route by longest prefix (`mounts.rs`);
+//! 4. unless the path is unauthenticated (an engine's `special_paths().unauthenticated`, e.g.
+//!    userpass `login/*`), resolve the token (`tokens`) → 403 `permission denied` when missing,
+//!    unknown, expired or used up; build its ACL (`policy`);
+//! 5. no mount → the ACL decides first (403 for a token without access), then 404
+//!    `no handler for route`;
+//! 6. for an update on an engine, the engine's existence check turns it into create when the
+//!    item is missing;
+//! 7. `acl.check(path, operation, data, sudo)` where sudo is needed on root-protected paths
+//!    ([`SYS_ROOT_PATHS`], [`TOKEN_ROOT_PATHS`], an engine's `special_paths().root`);
+//! 8. count a use of a limited-use token; call the backend with the path relative to its mount
+//!    (`sys/` paths reach `sys::handle` as `mounts/...`, `auth/token/` paths reach
+//!    `tokens::handle` as `create`, ...);
+//! 9. a login's `auth` → `identity::entity_for_login` + `tokens.create_for_login`; a `secret`
+//!    → `leases.register`;
+//! 10. the answer: raw responses pass through; `None` → 204 for writes, 404 `{"errors":[]}`
+//!     for reads and lists; LIST with no keys → 404; else 200 with Vault's envelope, with
+//!     `data` also copied to the top level for [`TOP_LEVEL_DATA_ROUTES`].
+//!
+//! Core backends (sys, token, identity; never engines) that need to put a rendered token into the
+//! envelope's `auth` (token create, renew) return it in `data` under [`ENVELOPE_AUTH_KEY`];
+//! dispatch moves it to `auth` (and `data` becomes `null` when nothing else is left).
+//!
+//! Invariants: the ACL is checked on the full logical path before any backend runs; a backend
+//! never sees a request whose token failed; every error is Vault-shaped.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use secrets_sdk::{Data, Operation, RequestAuth};
+use serde_json::{Map, Value};
+
+use crate::mounts::{Backend, MountEntry};
+use crate::request::{self, LogicalRequest, RequestContext, Verb};
+use crate::{Error, State, identity, sys, tokens};
+
+/// `sys/` paths (relative to `sys/`) that need `sudo` (Vault's system `PathsSpecial.Root`).
+pub(crate) const SYS_ROOT_PATHS: &[&str] = &[
+    "auth/*",
+    "remount",
+    "audit",
+    "audit/*",
+    "raw",
+    "raw/*",
+    "rotate*",
+    "config/cors",
+    "config/auditing/*",
+    "config/ui/headers/*",
+    "plugins/catalog/*",
+    "revoke-prefix/*",
+    "revoke-force/*",
+    "leases/revoke-prefix/*",
+    "leases/revoke-force/*",
+    "leases/lookup/*",
+    "storage/raft/snapshot-auto/config*",
+];
+
+/// `sys/` paths served without a token (most have explicit routes; these catch other verbs).
+const SYS_UNAUTHENTICATED_PATHS: &[&str] = &["health", "seal-status", "init", "unseal", "leader"];
+
+/// `auth/token/` paths that need `sudo` (Vault's token store `PathsSpecial.Root`).
+pub(crate) const TOKEN_ROOT_PATHS: &[&str] = &["revoke-orphan/*", "accessors*"];
+
+/// Routes whose `data` is also copied to the top level of the body (Vault's
+/// `injectDataIntoTopRoutes`). An entry ending in `*` is a prefix; any other matches itself
+/// and, with a trailing slash, what is under it.
+pub(crate) const TOP_LEVEL_DATA_ROUTES: &[&str] = &[
+    "sys/mounts",
+    "sys/auth",
+    "sys/policy",
+    "sys/capabilities*",
+    "sys/remount",
+    "sys/key-status",
+    "sys/rotate*",
+    "sys/wrapping/wrap",
+    "sys/audit",
+];
+
+/// Where a core backend puts a rendered envelope `auth` object in `Response.data`.
+pub(crate) const ENVELOPE_AUTH_KEY: &str = "__envelope_auth";
+
+/// The axum handler for `/v1/{*path}` (every method).
+pub(crate) async fn handle(
+    axum::extract::State(state): axum::extract::State<State>,
+    request: Request,
+) -> Response {
+    let request_id = request
+        .extensions()
+        .get::<http_kit::RequestId>()
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), |id| id.0.clone());
+    match run(&state, request, request_id).await {
+        Ok(response) => response,
+        // A 5xx's message is hidden by http-kit; "sealed" is the one Vault clients must see.
+        Err(Error::Sealed) => http_kit::shape::errors_json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &[&Error::Sealed.to_string()],
+        ),
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn run(state: &State, request: Request, request_id: String) -> Result<Response, Error> {
+    if state.barrier().is_sealed() {
+        return Err(Error::Sealed);
+    }
+    let req = request::parse(request).await?;
+    if req.verb == Verb::Options {
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        response.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, LIST, POST, PUT, PATCH, DELETE, OPTIONS"),
+        );
+        return Ok(response);
+    }
+    let route = state.mounts().route(&req.path);
+    let unauthenticated = route
+        .as_ref()
+        .is_some_and(|(_, backend, relative)| is_unauthenticated(backend, relative));
+
+    let mut ctx = RequestContext {
+        client_token: req.client_token.clone(),
+        ..RequestContext::default()
+    };
+    if let Some(id) = &req.client_token
+        && let Some(entry) = state.tokens().lookup(state, id).await?
+    {
+        let acl = state.policies().acl_for_token(state, &entry).await?;
+        ctx.acl = Some(Arc::new(acl));
+        ctx.token = Some(entry);
+    }
+    if ctx.token.is_none() && !unauthenticated {
+        return Err(Error::PermissionDenied);
+    }
+
+    let Some((mount, backend, relative)) = route else {
+        if let Some(acl) = &ctx.acl {
+            acl.check(&req.path, req.operation, &req.data, false)?;
+        }
+        return Err(Error::NoHandler(req.path));
+    };
+
+    let mut engine_request = secrets_sdk::Request {
+        operation: req.operation,
+        path: relative.clone(),
+        data: req.data.clone(),
+        mount_point: mount.path.clone(),
+        auth: ctx.token.as_ref().map(|t| RequestAuth {
+            accessor: t.accessor.clone(),
+            display_name: t.display_name.clone(),
+            policies: t.policies.clone(),
+            entity_id: t.entity_id.clone(),
+        }),
+    };
+
+    if !unauthenticated {
+        if let Backend::Engine(engine) = &backend
+            && engine_request.operation == Operation::Update
+            && engine.exists(&engine_request).await? == Some(false)
+        {
+            engine_request.operation = Operation::Create;
+        }
+        let needs_sudo = needs_sudo(&backend, &relative);
+        if let Some(acl) = &ctx.acl {
+            acl.check(
+                &req.path,
+                engine_request.operation,
+                &engine_request.data,
+                needs_sudo,
+            )?;
+        }
+        if let Some(token) = &ctx.token
+            && token.num_uses > 0
+        {
+            state.tokens().use_token(state, token).await?;
+        }
+    }
+
+    let operation = engine_request.operation;
+    let answer = match &backend {
+        Backend::System => sys::handle(state, &ctx, engine_request).await?,
+        Backend::Token => tokens::handle(state, &ctx, engine_request).await?,
+        Backend::Identity => identity::handle(state, &ctx, engine_request).await?,
+        Backend::Engine(engine) => engine.handle(engine_request).await?,
+    };
+    respond(
+        state, &ctx, &req, &mount, &backend, operation, answer, request_id,
+    )
+    .await
+}
+
+/// Turns a backend's answer into the HTTP response (rules in the module docs).
+#[allow(clippy::too_many_arguments, reason = "one call site; the flow's state")]
+async fn respond(
+    state: &State,
+    ctx: &RequestContext,
+    req: &LogicalRequest,
+    mount: &MountEntry,
+    backend: &Backend,
+    operation: Operation,
+    answer: Option<secrets_sdk::Response>,
+    request_id: String,
+) -> Result<Response, Error> {
+    let Some(mut answer) = answer else {
+        return Ok(match operation {
+            Operation::Read | Operation::List => Error::NotFound.into_response(),
+            _ => StatusCode::NO_CONTENT.into_response(),
+        });
+    };
+    if let Some(raw) = answer.raw.take() {
+        let status = StatusCode::from_u16(raw.status).unwrap_or(StatusCode::OK);
+        let mut response = Response::new(Body::from(raw.body));
+        *response.status_mut() = status;
+        if let Ok(value) = HeaderValue::from_str(&raw.content_type) {
+            response.headers_mut().insert(header::CONTENT_TYPE, value);
+        }
+        return Ok(response);
+    }
+    if operation == Operation::List && list_is_empty(&answer) {
+        return Err(Error::NotFound);
+    }
+
+    let mut auth_json = Value::Null;
+    // Only the core backends may use the key: an engine's data (a kv secret) is never moved.
+    if !matches!(backend, Backend::Engine(_))
+        && let Some(data) = answer.data.as_mut()
+        && let Some(rendered) = data.remove(ENVELOPE_AUTH_KEY)
+    {
+        auth_json = rendered;
+        if data.is_empty() {
+            answer.data = None;
+        }
+    }
+    if let Some(auth) = answer.auth.take() {
+        if matches!(backend, Backend::Engine(_)) && mount.is_auth() {
+            let entity_id = identity::entity_for_login(state, mount, &auth.alias_name).await?;
+            let token = state
+                .tokens()
+                .create_for_login(state, mount, &auth, Some(entity_id))
+                .await?;
+            auth_json = tokens::auth_json(&token);
+        } else {
+            tracing::warn!(
+                message = "A backend that is not an auth method returned a login; ignored.",
+                path = %req.path
+            );
+        }
+    }
+
+    let (mut lease_id, mut renewable, mut lease_duration) = (String::new(), false, 0u64);
+    if let Some(lease) = answer.secret.take() {
+        let Some(token) = ctx.token.as_ref() else {
+            return Err(Error::Engine(secrets_sdk::EngineError::Internal(
+                "a leased secret was issued on an unauthenticated path".to_owned(),
+            )));
+        };
+        let (id, ttl) = state
+            .leases()
+            .register(state, mount, &req.path, token, &lease)
+            .await?;
+        lease_id = id;
+        renewable = lease.renewable;
+        lease_duration = ttl.as_secs();
+    }
+
+    let data = answer.data.map_or(Value::Null, Value::Object);
+    let mut body = Map::new();
+    if injects_top_level(&req.path)
+        && let Value::Object(fields) = &data
+    {
+        for (key, value) in fields {
+            body.insert(key.clone(), value.clone());
+        }
+    }
+    body.insert("request_id".to_owned(), Value::String(request_id));
+    body.insert("lease_id".to_owned(), Value::String(lease_id));
+    body.insert("renewable".to_owned(), Value::Bool(renewable));
+    body.insert("lease_duration".to_owned(), Value::from(lease_duration));
+    body.insert("data".to_owned(), data);
+    body.insert("wrap_info".to_owned(), Value::Null);
+    body.insert(
+        "warnings".to_owned(),
+        if answer.warnings.is_empty() {
+            Value::Null
+        } else {
+            answer.warnings.into_iter().map(Value::String).collect()
+        },
+    );
+    body.insert("auth".to_owned(), auth_json);
+    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+}
+
+/// Vault's LIST 404 rule: no data and no warnings, or `keys` present but empty.
+fn list_is_empty(answer: &secrets_sdk::Response) -> bool {
+    let data = answer.data.as_ref();
+    if data.is_none_or(Data::is_empty) && answer.warnings.is_empty() {
+        return true;
+    }
+    match data.and_then(|d| d.get("keys")) {
+        None | Some(Value::Null) => data.is_none_or(Data::is_empty) && answer.warnings.is_empty(),
+        Some(Value::Array(keys)) => keys.is_empty(),
+        Some(_) => false,
+    }
+}
+
+/// `application/json` exactly, as hvac needs.
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn is_unauthenticated(backend: &Backend, relative: &str) -> bool {
+    match backend {
+        Backend::System => matches_any(SYS_UNAUTHENTICATED_PATHS, relative),
+        Backend::Engine(engine) => {
+            let special = engine.special_paths();
+            special
+                .unauthenticated
+                .iter()
+                .any(|pattern| path_matches(pattern, relative))
+        }
+        Backend::Token | Backend::Identity => false,
+    }
+}
+
+fn needs_sudo(backend: &Backend, relative: &str) -> bool {
+    match backend {
+        Backend::System => matches_any(SYS_ROOT_PATHS, relative),
+        Backend::Token => matches_any(TOKEN_ROOT_PATHS, relative),
+        Backend::Identity => false,
+        Backend::Engine(engine) => engine
+            .special_paths()
+            .root
+            .iter()
+            .any(|pattern| path_matches(pattern, relative)),
+    }
+}
+
+fn matches_any(patterns: &[&str], path: &str) -> bool {
+    patterns.iter().any(|pattern| path_matches(pattern, path))
+}
+
+/// Vault's special-path matching: a trailing `*` is a prefix match, `+` matches one whole
+/// segment, anything else is exact.
+pub(crate) fn path_matches(pattern: &str, path: &str) -> bool {
+    let (pattern, prefix) = match pattern.strip_suffix('*') {
+        Some(stem) => (stem, true),
+        None => (pattern, false),
+    };
+    if !pattern.contains('+') {
+        return if prefix {
+            path.starts_with(pattern)
+        } else {
+            path == pattern
+        };
+    }
+    let pattern_parts: Vec<&str> = pattern.split('/').collect();
+    let path_parts: Vec<&str> = path.split('/').collect();
+    if path_parts.len() < pattern_parts.len()
+        || (!prefix && path_parts.len() != pattern_parts.len())
+    {
+        return false;
+    }
+    let last = pattern_parts.len() - 1;
+    for (i, (want, got)) in pattern_parts.iter().zip(&path_parts).enumerate() {
+        if *want == "+" {
+            if got.is_empty() {
+                return false;
+            }
+            continue;
+        }
+        let ok = if prefix && i == last {
+            got.starts_with(want)
+        } else {
+            want == got
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+fn injects_top_level(path: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    TOP_LEVEL_DATA_ROUTES
+        .iter()
+        .any(|route| match route.strip_suffix('*') {
+            Some(stem) => path.starts_with(stem),
+            None => path == *route || path.starts_with(&format!("{route}/")),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_paths_match_like_vault() {
+        assert!(path_matches("login/*", "login/alice"));
+        assert!(!path_matches("login/*", "users/alice"));
+        assert!(path_matches("rotate*", "rotate"));
+        assert!(path_matches("rotate*", "rotate/config"));
+        assert!(path_matches("remount", "remount"));
+        assert!(!path_matches("remount", "remount/status/x"));
+        assert!(path_matches("auth/*", "auth/userpass"));
+        assert!(!path_matches("auth/*", "auth"));
+        assert!(path_matches("roles/+/creds", "roles/a/creds"));
+        assert!(!path_matches("roles/+/creds", "roles/a/b/creds"));
+        assert!(path_matches("roles/+/c*", "roles/a/creds/x"));
+    }
+
+    #[test]
+    fn top_level_injection_covers_vaults_routes_only() {
+        assert!(injects_top_level("sys/mounts"));
+        assert!(injects_top_level("sys/mounts/secret/tune"));
+        assert!(injects_top_level("sys/policy/"));
+        assert!(injects_top_level("sys/capabilities-self"));
+        assert!(!injects_top_level("sys/policies/acl/x"));
+        assert!(!injects_top_level("secret/foo"));
+    }
+
+    fn answer(data: Value, warnings: &[&str]) -> secrets_sdk::Response {
+        secrets_sdk::Response {
+            data: data.as_object().cloned(),
+            warnings: warnings.iter().map(|w| (*w).to_owned()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn list_404_rules_follow_vault() {
+        assert!(list_is_empty(&answer(Value::Null, &[])));
+        assert!(list_is_empty(&answer(serde_json::json!({}), &[])));
+        assert!(list_is_empty(&answer(serde_json::json!({"keys": []}), &[])));
+        assert!(list_is_empty(&answer(
+            serde_json::json!({"keys": []}),
+            &["w"]
+        )));
+        assert!(!list_is_empty(&answer(
+            serde_json::json!({"keys": ["a"]}),
+            &[]
+        )));
+        assert!(!list_is_empty(&answer(
+            serde_json::json!({"other": 1}),
+            &[]
+        )));
+        assert!(!list_is_empty(&answer(Value::Null, &["w"])));
+    }
+}

@@ -84,6 +84,7 @@ impl ApiError for Error {
                 EngineError::Internal(_) | EngineError::Storage(_) => {
                     StatusCode::INTERNAL_SERVER_ERROR
                 }
+                EngineError::Sealed => StatusCode::SERVICE_UNAVAILABLE,
             },
             Error::CorruptRecord { .. } | Error::Crypto(_) | Error::Storage(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -101,6 +102,10 @@ impl ApiError for Error {
 
     fn from_rejection(rejection: Rejection) -> Error {
         Error::Rejected(rejection)
+    }
+
+    fn is_public(&self) -> bool {
+        matches!(self, Error::Sealed | Error::Engine(EngineError::Sealed))
     }
 }
 

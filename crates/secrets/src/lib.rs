@@ -70,7 +70,6 @@ pub struct State {
 
 #[derive(Debug)]
 struct Inner {
-    storage: Arc<dyn Storage>,
     cluster: store::ClusterIdentity,
     config: Config,
     barrier: Arc<barrier::Barrier>,
@@ -94,7 +93,6 @@ impl State {
                 tokens: tokens::TokenStore::default(),
                 policies: policy::PolicyStore::default(),
                 leases: leases::ExpirationManager::default(),
-                storage,
                 cluster,
                 config,
                 barrier,
@@ -132,10 +130,6 @@ impl State {
 
     pub(crate) fn cluster(&self) -> &store::ClusterIdentity {
         &self.inner.cluster
-    }
-
-    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
-        &self.inner.storage
     }
 
     pub(crate) fn barrier(&self) -> &Arc<barrier::Barrier> {

@@ -1,12 +1,13 @@
 //! Every route of the secrets service, in one table.
 //!
 //! Grep a URL here to find its handler's file. Unknown paths and methods fall back to Vault's
-//! shapes: 404 `no handler for route` and 405 `unsupported operation`.
+//! shapes: 404 `no handler for route` and 405 `unsupported operation`. Every `/v1/*` path
+//! without its own line here goes to `dispatch::handle` (any method, including `LIST`).
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{any, get, put};
 
-use crate::{Error, State, sys};
+use crate::{Error, State, dispatch, seal, sys};
 
 /// Header pairs (canonical prefix, upstream alias) for DESIGN.md decision 1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-secrets-", "x-vault-")];
@@ -16,6 +17,19 @@ pub fn router(state: State) -> Router {
     let routes = Router::new()
         // Unauthenticated:
         .route("/v1/sys/health", get(sys::health::read_health))
+        .route("/v1/sys/seal-status", get(seal::read_seal_status))
+        .route(
+            "/v1/sys/init",
+            get(seal::read_init)
+                .put(seal::write_init)
+                .post(seal::write_init),
+        )
+        .route(
+            "/v1/sys/unseal",
+            put(seal::write_unseal).post(seal::write_unseal),
+        )
+        // Everything else: token, ACL, mounts (dispatch.rs).
+        .route("/v1/{*path}", any(dispatch::handle))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state);

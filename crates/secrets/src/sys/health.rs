@@ -3,9 +3,8 @@
 //! Called from `routes.rs`. Vault answers 200 when active, 429 standby, 472 DR secondary,
 //! 473 performance standby, 501 uninitialized and 503 sealed, each overridable with a
 //! `*code` query parameter; `standbyok`/`perfstandbyok` turn standby answers into the active
-//! code. This node is always initialized, unsealed and active until the seal of the
-//! secrets-core issue exists, so only `activecode` changes the answer today; the others are
-//! still validated.
+//! code. This node is never a standby, so the answer is the uninitialized, sealed or active
+//! code, from the seal's real state (`seal.rs`); the other knobs are still validated.
 //!
 //! Invariant: a malformed code or boolean is a 400 in Vault's error shape, never ignored.
 
@@ -38,10 +37,19 @@ pub(crate) async fn read_health(
     Query { value: query, .. }: Query<HashMap<String, String>>,
 ) -> Result<Response, Error> {
     let codes = HealthCodes::parse(&query)?;
+    let initialized = state.seal().is_initialized().await?;
+    let sealed = !state.seal().is_unsealed();
+    let status = if !initialized {
+        codes.uninit
+    } else if sealed {
+        codes.sealed
+    } else {
+        codes.active
+    };
     let cluster = state.cluster();
     let body = HealthResponse {
-        initialized: true,
-        sealed: false,
+        initialized,
+        sealed,
         standby: false,
         performance_standby: false,
         replication_performance_mode: "disabled",
@@ -53,7 +61,7 @@ pub(crate) async fn read_health(
         cluster_name: cluster.name.clone(),
         cluster_id: cluster.id.clone(),
     };
-    Ok((codes.active, axum::Json(body)).into_response())
+    Ok((status, axum::Json(body)).into_response())
 }
 
 /// The status codes a health answer may use, after query overrides.

@@ -1,14 +1,598 @@
-//! Placeholder for `tokens`; its engineer writes it.
+//! The token store (`auth/token/*`; Vault's `token_store.go`, reference §1.7): service tokens,
+//! their accessors, the parent → child tree, roles, TTLs and use counts.
+//!
+//! - Ids are `hvs.` + 24 base62 characters (the dev root token keeps the id it was given).
+//!   Storage keys use only the SHA-256 of an id (`store.rs` lists the keys).
+//! - [`TokenStore::lookup`] is what dispatch calls for every request: it answers `None` for
+//!   unknown, expired and used-up tokens. An expired token found by a lookup is revoked in the
+//!   background; [`tidy`] (called every second by the lease loop, `leases::run`) revokes every
+//!   expired or used-up token, so their children and leases go too.
+//! - Revoking a token revokes its whole subtree (unless `revoke-orphan`) and every lease each
+//!   revoked token created (`leases().revoke_by_token`).
+//! - Expiry is a stored deadline (`expire_time`); after a restart [`TokenStore::load`] rebuilds
+//!   the in-memory expiry index from storage, so no deadline is lost.
+//! - Batch tokens are not supported yet: `type=batch` is a 400.
+//!
+//! Invariants: a token's `expire_time` never exceeds its `max_expire` (explicit max TTL or the
+//! 768h system max, measured from creation; periodic tokens have no system cap); `policies`
+//! are sanitized (lower-case, sorted, deduplicated; `root` alone when present).
+
+mod create;
+mod handlers;
+mod roles;
+pub(crate) mod store;
+pub(crate) mod time;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::{Error, State};
 
+pub(crate) use handlers::handle;
+
+/// The system default and maximum token TTL: 768h (32 days), as Vault.
+pub(crate) const SYSTEM_MAX_TTL: Duration = Duration::from_secs(768 * 3600);
+
+/// One token, as stored (encrypted) under `sys/token/id/<sha256 of id>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TokenEntry {
+    pub(crate) version: u32,
+    pub(crate) id: String,
+    pub(crate) accessor: String,
+    /// Sanitized: lower-case, sorted, deduplicated; `["root"]` for root tokens.
+    pub(crate) policies: Vec<String>,
+    pub(crate) entity_id: Option<String>,
+    pub(crate) display_name: String,
+    /// The path that created it: `auth/token/create`, `auth/token/root`, `auth/userpass/login/x`.
+    pub(crate) path: String,
+    pub(crate) meta: BTreeMap<String, String>,
+    /// 0: unlimited; n > 0: n uses left; -1: used up (awaiting revocation).
+    pub(crate) num_uses: i64,
+    /// SHA-256 of the parent's id; `None` for orphans.
+    pub(crate) parent: Option<String>,
+    /// Unix milliseconds.
+    pub(crate) creation_time: i64,
+    /// The TTL granted at creation, in seconds (0: never expires).
+    pub(crate) ttl: u64,
+    /// Unix milliseconds; `None`: never expires.
+    pub(crate) expire_time: Option<i64>,
+    /// The hard deadline renewals cannot pass (unix milliseconds).
+    pub(crate) max_expire: Option<i64>,
+    pub(crate) explicit_max_ttl: u64,
+    pub(crate) period: u64,
+    pub(crate) renewable: bool,
+    pub(crate) last_renewal: Option<i64>,
+    pub(crate) role: Option<String>,
+    /// `service` (batch tokens are not supported yet).
+    pub(crate) token_type: String,
+}
+
+impl TokenEntry {
+    pub(crate) fn hash(&self) -> String {
+        store::hash_id(&self.id)
+    }
+
+    pub(crate) fn is_root(&self) -> bool {
+        self.policies.iter().any(|p| p == "root")
+    }
+
+    pub(crate) fn is_expired(&self, now_ms: i64) -> bool {
+        self.expire_time.is_some_and(|at| at <= now_ms)
+    }
+
+    /// Whole seconds left (0 for tokens that never expire).
+    pub(crate) fn ttl_left(&self, now_ms: i64) -> u64 {
+        self.expire_time
+            .map(|at| {
+                u64::try_from((at - now_ms).max(0))
+                    .unwrap_or(0)
+                    .div_ceil(1000)
+            })
+            .unwrap_or(0)
+    }
+
+    /// Whether the lookup path should treat the token as gone.
+    fn is_dead(&self, now_ms: i64) -> bool {
+        self.num_uses < 0 || self.is_expired(now_ms)
+    }
+}
+
+/// The expiry index: (deadline ms, token hash) in deadline order, and hash → deadline for
+/// removal.
+type Expiries = (BTreeSet<(i64, String)>, HashMap<String, i64>);
+
+/// In-memory side of the token store: a cache of entries and the expiry index. Both are
+/// derived from storage and rebuilt by [`TokenStore::load`].
 #[derive(Debug, Default)]
-pub(crate) struct TokenStore {}
+pub(crate) struct TokenStore {
+    pub(crate) clock: time::Clock,
+    cache: Mutex<HashMap<String, TokenEntry>>,
+    expiries: Mutex<Expiries>,
+    /// Serialises read-modify-write of stored entries (use counts, renewals, revocations).
+    write_lock: tokio::sync::Mutex<()>,
+}
 
 impl TokenStore {
-    pub(crate) async fn load(&self, _state: &State) -> Result<(), Error> {
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Rebuilds the expiry index from storage (after unseal or restart).
+    pub(crate) async fn load(&self, state: &State) -> Result<(), Error> {
+        self.clear();
+        for (key, bytes) in store::scan(state, store::ID_PREFIX).await? {
+            let entry: TokenEntry = store::decode(&key, &bytes)?;
+            self.index(&entry);
+        }
         Ok(())
     }
 
-    pub(crate) fn clear(&self) {}
+    /// Forgets everything in memory (when sealing).
+    pub(crate) fn clear(&self) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        let mut expiries = self.expiries.lock().unwrap_or_else(PoisonError::into_inner);
+        expiries.0.clear();
+        expiries.1.clear();
+    }
+
+    fn index(&self, entry: &TokenEntry) {
+        let deadline = if entry.num_uses < 0 {
+            Some(i64::MIN)
+        } else {
+            entry.expire_time
+        };
+        let hash = entry.hash();
+        let mut guard = self.expiries.lock().unwrap_or_else(PoisonError::into_inner);
+        let (by_time, by_hash) = &mut *guard;
+        if let Some(old) = by_hash.remove(&hash) {
+            by_time.remove(&(old, hash.clone()));
+        }
+        if let Some(at) = deadline {
+            by_time.insert((at, hash.clone()));
+            by_hash.insert(hash, at);
+        }
+    }
+
+    fn unindex(&self, hash: &str) {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(hash);
+        let mut guard = self.expiries.lock().unwrap_or_else(PoisonError::into_inner);
+        let (by_time, by_hash) = &mut *guard;
+        if let Some(old) = by_hash.remove(hash) {
+            by_time.remove(&(old, hash.to_owned()));
+        }
+    }
+
+    /// Hashes of tokens whose deadline has passed.
+    fn due(&self, now_ms: i64) -> Vec<String> {
+        let guard = self.expiries.lock().unwrap_or_else(PoisonError::into_inner);
+        guard
+            .0
+            .iter()
+            .take_while(|(at, _)| *at <= now_ms)
+            .map(|(_, hash)| hash.clone())
+            .collect()
+    }
+
+    /// Reads a stored entry by hash, live or not.
+    async fn read(&self, state: &State, hash: &str) -> Result<Option<TokenEntry>, Error> {
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(hash)
+            .cloned();
+        if let Some(entry) = cached {
+            return Ok(Some(entry));
+        }
+        let entry: Option<TokenEntry> = store::get_json(state, &store::id_key(hash)).await?;
+        if let Some(entry) = &entry {
+            self.cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(hash.to_owned(), entry.clone());
+        }
+        Ok(entry)
+    }
+
+    /// Writes an entry and its indexes (accessor, parent link) and refreshes memory.
+    async fn write(&self, state: &State, entry: &TokenEntry) -> Result<(), Error> {
+        let hash = entry.hash();
+        store::put_json(state, &store::id_key(&hash), entry).await?;
+        store::put_json(
+            state,
+            &store::accessor_key(&entry.accessor),
+            &json!({ "hash": hash }),
+        )
+        .await?;
+        if let Some(parent) = &entry.parent {
+            store::put(state, &store::parent_key(parent, &hash), b"").await?;
+        }
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(hash, entry.clone());
+        self.index(entry);
+        Ok(())
+    }
+
+    /// The live token with this id: `None` when unknown, expired or used up.
+    pub(crate) async fn lookup(
+        &self,
+        state: &State,
+        token_id: &str,
+    ) -> Result<Option<TokenEntry>, Error> {
+        if token_id.is_empty() {
+            return Ok(None);
+        }
+        let hash = store::hash_id(token_id);
+        let Some(entry) = self.read(state, &hash).await? else {
+            return Ok(None);
+        };
+        if entry.id != token_id {
+            return Ok(None);
+        }
+        let now = self.now_ms();
+        if entry.is_dead(now) {
+            // Revoke it (children and leases too) off the request path.
+            let state = state.clone();
+            tokio::spawn(async move {
+                if let Err(err) = state.tokens().revoke_tree(&state, &hash).await {
+                    tracing::warn!(error = %err, "revoking an expired token failed");
+                }
+            });
+            return Ok(None);
+        }
+        Ok(Some(entry))
+    }
+
+    /// The live token with this accessor.
+    pub(crate) async fn lookup_accessor(
+        &self,
+        state: &State,
+        accessor: &str,
+    ) -> Result<Option<TokenEntry>, Error> {
+        if accessor.is_empty() || accessor.contains('/') {
+            return Ok(None);
+        }
+        let Some(index) = store::get_json::<Value>(state, &store::accessor_key(accessor)).await?
+        else {
+            return Ok(None);
+        };
+        let Some(hash) = index.get("hash").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        match self.read(state, hash).await? {
+            Some(entry) if !entry.is_dead(self.now_ms()) => Ok(Some(entry)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Counts one use of a limited-use token. The last use marks it used up: later lookups
+    /// answer `None` and [`tidy`] revokes it (after the current request finished).
+    pub(crate) async fn use_token(&self, state: &State, token: &TokenEntry) -> Result<(), Error> {
+        if token.num_uses == 0 {
+            return Ok(());
+        }
+        let _guard = self.write_lock.lock().await;
+        let hash = token.hash();
+        let Some(mut entry) = store::get_json::<TokenEntry>(state, &store::id_key(&hash)).await?
+        else {
+            return Err(Error::PermissionDenied);
+        };
+        if entry.num_uses < 0 {
+            return Err(Error::PermissionDenied);
+        }
+        if entry.num_uses > 0 {
+            entry.num_uses = if entry.num_uses == 1 {
+                -1
+            } else {
+                entry.num_uses - 1
+            };
+            self.write(state, &entry).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the root token: `id` when given (dev mode's `--root-token`), else a random id.
+    pub(crate) async fn create_root(
+        &self,
+        state: &State,
+        id: Option<String>,
+    ) -> Result<TokenEntry, Error> {
+        let id = id
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(store::new_token_id);
+        let _guard = self.write_lock.lock().await;
+        let hash = store::hash_id(&id);
+        if let Some(existing) = store::get_json::<TokenEntry>(state, &store::id_key(&hash)).await?
+            && existing.id == id
+            && existing.num_uses >= 0
+        {
+            // Dev restart with the same root token: keep the stored one.
+            return Ok(existing);
+        }
+        let entry = TokenEntry {
+            version: 1,
+            id,
+            accessor: store::new_accessor(),
+            policies: vec!["root".to_owned()],
+            entity_id: None,
+            display_name: "root".to_owned(),
+            path: "auth/token/root".to_owned(),
+            meta: BTreeMap::new(),
+            num_uses: 0,
+            parent: None,
+            creation_time: self.now_ms(),
+            ttl: 0,
+            expire_time: None,
+            max_expire: None,
+            explicit_max_ttl: 0,
+            period: 0,
+            renewable: false,
+            last_renewal: None,
+            role: None,
+            token_type: "service".to_owned(),
+        };
+        self.write(state, &entry).await?;
+        Ok(entry)
+    }
+
+    /// Stores a fully built new entry (creation paths in `create.rs`).
+    async fn insert_new(&self, state: &State, entry: &TokenEntry) -> Result<(), Error> {
+        let _guard = self.write_lock.lock().await;
+        if store::get(state, &store::id_key(&entry.hash()))
+            .await?
+            .is_some()
+        {
+            return Err(Error::InvalidParameter(
+                "cannot create a token with a duplicate ID".to_owned(),
+            ));
+        }
+        self.write(state, entry).await
+    }
+
+    /// Revokes the token with this hash and its whole subtree, children first, with every
+    /// lease each of them created. Missing tokens are fine (idempotent).
+    pub(crate) async fn revoke_tree(&self, state: &State, hash: &str) -> Result<(), Error> {
+        // Depth-first, iteratively: collect the subtree, then revoke leaves first.
+        let mut order = Vec::new();
+        let mut stack = vec![hash.to_owned()];
+        while let Some(current) = stack.pop() {
+            let children =
+                store::list(state, &format!("{}{current}/", store::PARENT_PREFIX)).await?;
+            for child in children {
+                let child = child.trim_end_matches('/').to_owned();
+                if !child.is_empty() && !order.contains(&child) && child != current {
+                    stack.push(child);
+                }
+            }
+            order.push(current);
+        }
+        for hash in order.iter().rev() {
+            self.revoke_one(state, hash, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Revokes one token; with `orphan_children` its children become orphans, otherwise they
+    /// are expected to be revoked already (by [`Self::revoke_tree`]).
+    pub(crate) async fn revoke_one(
+        &self,
+        state: &State,
+        hash: &str,
+        orphan_children: bool,
+    ) -> Result<(), Error> {
+        let entry = store::get_json::<TokenEntry>(state, &store::id_key(hash)).await?;
+        if let Some(entry) = &entry {
+            store::revoke_leases(state, &entry.accessor).await?;
+        }
+        let _guard = self.write_lock.lock().await;
+        let children_prefix = format!("{}{hash}/", store::PARENT_PREFIX);
+        for child in store::list(state, &children_prefix).await? {
+            let child = child.trim_end_matches('/');
+            if orphan_children
+                && let Some(mut child_entry) =
+                    store::get_json::<TokenEntry>(state, &store::id_key(child)).await?
+            {
+                child_entry.parent = None;
+                store::put_json(state, &store::id_key(child), &child_entry).await?;
+                self.cache
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(child.to_owned(), child_entry);
+            }
+            store::delete(state, &format!("{children_prefix}{child}")).await?;
+        }
+        if let Some(entry) = entry {
+            store::delete(state, &store::accessor_key(&entry.accessor)).await?;
+            if let Some(parent) = &entry.parent {
+                store::delete(state, &store::parent_key(parent, hash)).await?;
+            }
+        }
+        store::delete(state, &store::id_key(hash)).await?;
+        self.unindex(hash);
+        Ok(())
+    }
+}
+
+/// Revokes every token whose deadline passed or whose uses ran out, with its subtree and
+/// leases. Returns how many deadlines were handled. Called periodically by the lease loop
+/// (or [`run`]).
+pub(crate) async fn tidy(state: &State) -> Result<usize, Error> {
+    let tokens = state.tokens();
+    let now = tokens.now_ms();
+    let due = tokens.due(now);
+    let count = due.len();
+    for hash in due {
+        // Renewed since it was indexed? `write` re-indexed it; re-check from storage.
+        match store::get_json::<TokenEntry>(state, &store::id_key(&hash)).await? {
+            Some(entry) if !entry.is_dead(now) => tokens.index(&entry),
+            _ => tokens.revoke_tree(state, &hash).await?,
+        }
+    }
+    Ok(count)
+}
+
+/// The envelope's `auth` object for a token (create, renew, login).
+pub(crate) fn auth_json(entry: &TokenEntry) -> Value {
+    auth_json_at(entry, time::system_now_ms())
+}
+
+pub(crate) fn auth_json_at(entry: &TokenEntry, now_ms: i64) -> Value {
+    let metadata = if entry.meta.is_empty() {
+        Value::Null
+    } else {
+        json!(entry.meta)
+    };
+    json!({
+        "client_token": entry.id,
+        "accessor": entry.accessor,
+        "policies": entry.policies,
+        "token_policies": entry.policies,
+        "metadata": metadata,
+        "lease_duration": entry.ttl_left(now_ms),
+        "renewable": entry.renewable && entry.expire_time.is_some(),
+        "entity_id": entry.entity_id.clone().unwrap_or_default(),
+        "token_type": entry.token_type,
+        "orphan": entry.parent.is_none(),
+        "mfa_requirement": Value::Null,
+        "num_uses": entry.num_uses.max(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use secrets_sdk::Data;
+    use serde_json::json;
+    use storage::{MemStorage, Storage};
+
+    use super::create::CreateKind;
+    use super::*;
+    use crate::Config;
+
+    async fn dev() -> (State, Arc<dyn Storage>) {
+        let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+        let config = Config {
+            dev_root_token: Some("unit-root".to_owned()),
+            ..Config::default()
+        };
+        (State::open(storage.clone(), config).await.unwrap(), storage)
+    }
+
+    fn data(value: Value) -> Data {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn expiry_follows_the_injected_clock_and_tidy_revokes_the_subtree() {
+        let (state, _) = dev().await;
+        let tokens = state.tokens();
+        let root = tokens.lookup(&state, "unit-root").await.unwrap().unwrap();
+        let (parent, _) = tokens
+            .create_token(
+                &state,
+                &root,
+                true,
+                &data(json!({"ttl": "1h"})),
+                CreateKind::Normal,
+            )
+            .await
+            .unwrap();
+        let (child, _) = tokens
+            .create_token(
+                &state,
+                &parent,
+                false,
+                &data(json!({"ttl": "10h"})),
+                CreateKind::Normal,
+            )
+            .await
+            .unwrap();
+        tokens.clock.advance(Duration::from_secs(3599));
+        assert!(tokens.lookup(&state, &parent.id).await.unwrap().is_some());
+        assert_eq!(tidy(&state).await.unwrap(), 0);
+        tokens.clock.advance(Duration::from_secs(2));
+        assert_eq!(tidy(&state).await.unwrap(), 1);
+        assert!(tokens.lookup(&state, &parent.id).await.unwrap().is_none());
+        assert!(tokens.lookup(&state, &child.id).await.unwrap().is_none());
+        assert!(
+            tokens
+                .lookup_accessor(&state, &child.accessor)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let left = store::list(
+            &state,
+            &format!("{}{}/", store::PARENT_PREFIX, parent.hash()),
+        )
+        .await
+        .unwrap();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[tokio::test]
+    async fn storage_keys_carry_only_the_hash_of_a_token_id() {
+        let (state, storage) = dev().await;
+        let tokens = state.tokens();
+        let root = tokens.lookup(&state, "unit-root").await.unwrap().unwrap();
+        let (token, _) = tokens
+            .create_token(&state, &root, true, &Data::new(), CreateKind::Normal)
+            .await
+            .unwrap();
+        let all = storage
+            .scan(storage::KeyRange::prefix(b""), None)
+            .await
+            .unwrap();
+        for kv in all.kvs {
+            let key = String::from_utf8_lossy(&kv.key).into_owned();
+            assert!(
+                !key.contains(&token.id) && !key.contains("unit-root"),
+                "{key}"
+            );
+            let value = String::from_utf8_lossy(&kv.value).into_owned();
+            assert!(!value.contains(&token.id), "{key} holds the id in clear");
+        }
+        assert!(
+            store::get(&state, &store::id_key(&store::hash_id(&token.id)))
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn periodic_tokens_have_no_system_cap_and_expire_after_their_period() {
+        let (state, _) = dev().await;
+        let tokens = state.tokens();
+        let root = tokens.lookup(&state, "unit-root").await.unwrap().unwrap();
+        let (periodic, _) = tokens
+            .create_token(
+                &state,
+                &root,
+                true,
+                &data(json!({"period": 60})),
+                CreateKind::Normal,
+            )
+            .await
+            .unwrap();
+        assert_eq!(periodic.ttl, 60);
+        assert_eq!(periodic.max_expire, None);
+        tokens.clock.advance(Duration::from_secs(50));
+        assert!(tokens.lookup(&state, &periodic.id).await.unwrap().is_some());
+        tokens.clock.advance(Duration::from_secs(20));
+        assert!(tokens.lookup(&state, &periodic.id).await.unwrap().is_none());
+    }
 }

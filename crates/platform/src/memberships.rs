@@ -1,0 +1,721 @@
+//! Organization memberships: invite (`POST /api/v2/organizations/:name/organization-memberships`),
+//! list (`GET` on the same path), the caller's own (`GET /api/v2/organization-memberships`),
+//! show and remove (`GET/DELETE /api/v2/organization-memberships/:id`), and invitation
+//! acceptance (`POST /api/v2/organization-memberships/:id/actions/accept`, cairn's own).
+//!
+//! Where it sits: handlers called from `routes.rs`; access through `auth.rs`; records in
+//! `store/memberships.rs` (and users and team members, written in the same transactions).
+//!
+//! Invariants:
+//! - Invite: the caller may manage membership (owners team, owners team token, organization
+//!   token, `manage-membership`); `email` is required and valid; at least one team of the
+//!   organization is named; the organization is under `Limits::max_organization_members`
+//!   (400 otherwise); a user with that email is reused, else one is created with a null
+//!   username; the membership starts `invited` with its teams, and the answer is 201 with the
+//!   user in `included` and, in top-level `meta.invitation`, the one-time invitation token
+//!   and the accept path (only its SHA-256 is stored).
+//! - Accept: by the invited user's own bearer token, or by the invitation token in
+//!   `data.attributes.invitation-token` (no bearer needed); a user without a username must
+//!   choose one (`data.attributes.username`); the membership becomes `active`, the invitation
+//!   token stops working, and a user who had no username receives a first user token in
+//!   `meta.authentication-token` (the only way such a user gets a credential until mail is
+//!   configured).
+//! - Delete: 204; removing oneself from an organization one owns (owners team member) is 403,
+//!   and so is removing the owners team's last member; anyone else needs membership
+//!   management, or is removing themselves. Removal takes the user out of every team of the
+//!   organization; a user created by an invitation who has no membership left is deleted.
+//! - `meta.status-counts` counts the memberships matching `q` and `filter[email]`, whatever
+//!   `filter[status]` says (so the counts are the tabs of one search); `total` is their sum.
+
+use axum::extract::{Path, State as AxumState};
+use axum::response::Response;
+use jsonapi::{Document, Relationship, Resource};
+use serde_json::json;
+use storage::{Compare, KeyRange, Op, Txn};
+
+use crate::auth::{Caller, MaybeCaller, OrgAccess};
+use crate::render::{JsonApi, no_content, page_document};
+use crate::request::{Body, OptionalBody, Query};
+use crate::store::memberships::{
+    MembershipRecord, MembershipStatus, OrganizationRef, load_membership, load_memberships,
+    load_user_membership, load_user_memberships, membership_id_key, membership_key,
+    org_memberships_prefix, user_membership_key,
+};
+use crate::store::organizations::organization_key;
+use crate::store::teams::{
+    TeamRecord, add_member_ops, load_team, load_team_member_ids, load_user_team_ids, team_key,
+    team_member_key, user_teams_prefix,
+};
+use crate::store::tokens::{TokenOwner, TokenRecord, save_token_ops};
+use crate::store::users::{
+    UserRecord, create_user_ops, email_key, load_user, load_user_by_email, user_key, username_key,
+};
+use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, list_suffixes, put};
+use crate::teams::{TeamView, team_resource};
+use crate::{Error, State, ids, organizations, users};
+
+const INCLUDES: &[&str] = &["user", "teams"];
+
+/// The `organization-memberships` resource; `team_ids` are the user's teams in its organization.
+pub(crate) fn membership_resource(membership: &MembershipRecord, team_ids: &[String]) -> Resource {
+    Resource::new("organization-memberships", &membership.id)
+        .attribute("status", membership.status.as_str())
+        .attribute("email", &membership.email)
+        .attribute("created-at", ids::format_time(membership.created_at_ms))
+        .relationship(
+            "teams",
+            Relationship::many("teams", team_ids.iter().cloned()),
+        )
+        .relationship("user", Relationship::one("users", &membership.user_id))
+        .relationship(
+            "organization",
+            Relationship::one("organizations", &membership.organization),
+        )
+        .self_link(format!(
+            "/api/v2/organization-memberships/{}",
+            membership.id
+        ))
+}
+
+/// Renders memberships with their teams, adding `include`d users and teams to `document`.
+async fn render_memberships(
+    state: &State,
+    memberships: &[&MembershipRecord],
+    includes: &[String],
+) -> Result<(Vec<Resource>, Vec<Resource>), Error> {
+    let mut resources = Vec::with_capacity(memberships.len());
+    let mut included = Vec::new();
+    let include_user = includes.iter().any(|name| name == "user");
+    let include_teams = includes.iter().any(|name| name == "teams");
+    for membership in memberships {
+        let team_ids = load_user_team_ids(
+            state.storage(),
+            &membership.user_id,
+            &membership.organization,
+        )
+        .await?;
+        resources.push(membership_resource(membership, &team_ids));
+        if include_user && let Some(user) = load_user(state.storage(), &membership.user_id).await? {
+            included.push(users::user_resource(&user.record));
+        }
+        if include_teams {
+            for team_id in &team_ids {
+                if let Some(team) = load_team(state.storage(), team_id).await? {
+                    included.push(team_stub(state, team.record).await?);
+                }
+            }
+        }
+    }
+    Ok((resources, included))
+}
+
+/// A team as included in a membership document (permissions as an organization member sees
+/// them: none).
+async fn team_stub(state: &State, team: TeamRecord) -> Result<Resource, Error> {
+    let access = OrgAccess {
+        organization: crate::store::organizations::load_organization(
+            state.storage(),
+            &team.organization,
+        )
+        .await?
+        .map(|stored| stored.record)
+        .ok_or(Error::NotFound)?,
+        revision: 0,
+        role: crate::auth::Role::Member,
+        permissions: Default::default(),
+        team_ids: Vec::new(),
+    };
+    let view = TeamView::load(state, team).await?;
+    Ok(team_resource(&view, &access))
+}
+
+fn document_with(resources: Document, included: Vec<Resource>) -> Document {
+    let mut document = resources;
+    for resource in included {
+        document.include(resource);
+    }
+    document
+}
+
+/// Reads and checks the `teams` relationship of an invite: at least one team, each of
+/// `organization`.
+async fn invited_teams(
+    state: &State,
+    body: &Body,
+    organization: &str,
+) -> Result<Vec<TeamRecord>, Error> {
+    let pointer = "/data/relationships/teams";
+    let identifiers = body.relationship_ids("teams")?.unwrap_or_default();
+    if identifiers.is_empty() {
+        return Err(Error::invalid(pointer, "at least one team is required"));
+    }
+    let mut teams: Vec<TeamRecord> = Vec::new();
+    for (index, identifier) in identifiers.iter().enumerate() {
+        if identifier.kind != "teams" {
+            return Err(Error::invalid(
+                format!("{pointer}/data/{index}/type"),
+                "type must be teams",
+            ));
+        }
+        let team = load_team(state.storage(), &identifier.id)
+            .await?
+            .filter(|team| team.record.organization == organization)
+            .ok_or_else(|| {
+                Error::invalid(
+                    format!("{pointer}/data/{index}/id"),
+                    format!(
+                        "team {} not found in organization {organization}",
+                        identifier.id
+                    ),
+                )
+            })?;
+        if !teams.iter().any(|t| t.id == team.record.id) {
+            teams.push(team.record);
+        }
+    }
+    Ok(teams)
+}
+
+/// `POST /api/v2/organizations/:name/organization-memberships`: invite; see the module docs.
+pub(crate) async fn create_membership(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(name): Path<String>,
+    body: Body,
+) -> Result<JsonApi, Error> {
+    let access = caller.organization(&state, &name).await?;
+    OrgAccess::check(access.can_manage_membership())?;
+    body.expect_type(&["organization-memberships"])?;
+    let email = body.required_string("email")?.trim().to_owned();
+    if !organizations::valid_email(&email) {
+        return Err(Error::invalid_attribute("email", "email is invalid"));
+    }
+    let teams = invited_teams(&state, &body, &name).await?;
+    let limit = state.config().limits.max_organization_members;
+    let invitation = ids::new_token_secret();
+    for _ in 0..MAX_ATTEMPTS {
+        let access = caller.organization(&state, &name).await?;
+        let count = list_suffixes(state.storage(), &org_memberships_prefix(&name))
+            .await?
+            .len();
+        if count >= limit {
+            return Err(Error::BadRequest {
+                parameter: None,
+                detail: format!("organization {name} has reached its limit of {limit} members"),
+            });
+        }
+        let mut txn = Txn::new().when(Compare::ModRevision(
+            organization_key(&name),
+            access.revision,
+        ));
+        let user = match load_user_by_email(state.storage(), &email).await? {
+            Some(user) => {
+                if load_user_membership(state.storage(), &user.record.id, &name)
+                    .await?
+                    .is_some()
+                {
+                    return Err(Error::invalid_attribute(
+                        "email",
+                        format!("{email} is already a member of organization {name}"),
+                    ));
+                }
+                txn = txn.when(Compare::ModRevision(
+                    user_key(&user.record.id),
+                    user.revision,
+                ));
+                user.record
+            }
+            None => {
+                let user = UserRecord {
+                    version: RECORD_VERSION,
+                    id: ids::new_id("user"),
+                    username: None,
+                    email: email.clone(),
+                    is_admin: false,
+                    created_at_ms: ids::now_ms(),
+                };
+                let (compares, ops) = create_user_ops(&user)?;
+                txn.compares.extend(compares);
+                txn.success.extend(ops);
+                user
+            }
+        };
+        let membership = MembershipRecord {
+            version: RECORD_VERSION,
+            id: ids::new_id("ou"),
+            organization: name.clone(),
+            user_id: user.id.clone(),
+            status: MembershipStatus::Invited,
+            email: user.email.clone(),
+            username: user.username.clone(),
+            created_at_ms: ids::now_ms(),
+            invitation_hash: Some(ids::hash_secret(&invitation)),
+        };
+        txn = txn
+            .when(Compare::Missing(user_membership_key(&user.id, &name)))
+            .then(put(membership_key(&name, &membership.id), &membership)?)
+            .then(put(
+                membership_id_key(&membership.id),
+                &OrganizationRef {
+                    version: RECORD_VERSION,
+                    organization: name.clone(),
+                },
+            )?)
+            .then(put(
+                user_membership_key(&user.id, &name),
+                &IdRef::new(&membership.id),
+            )?);
+        for team in &teams {
+            txn = txn.when(Compare::Exists(team_key(&team.id)));
+            txn.success.extend(add_member_ops(team, &user.id)?);
+        }
+        if commit(state.storage(), txn).await? {
+            let team_ids: Vec<String> = teams.iter().map(|team| team.id.clone()).collect();
+            let mut document = Document::one(membership_resource(&membership, &team_ids)).with_meta(
+                "invitation",
+                json!({
+                    "token": invitation,
+                    "accept-path": format!("/api/v2/organization-memberships/{}/actions/accept", membership.id),
+                }),
+            );
+            document.include(users::user_resource(&user));
+            return Ok(JsonApi::created(document));
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// Whether `membership` matches `q` (username or email substring) and the email list.
+fn matches_search(
+    membership: &MembershipRecord,
+    needle: Option<&str>,
+    emails: Option<&[String]>,
+) -> bool {
+    let email = membership.email.to_lowercase();
+    let by_query = needle.is_none_or(|needle| {
+        email.contains(needle)
+            || membership
+                .username
+                .as_ref()
+                .is_some_and(|username| username.to_lowercase().contains(needle))
+    });
+    let by_email = emails.is_none_or(|emails| emails.contains(&email));
+    by_query && by_email
+}
+
+/// `GET /api/v2/organizations/:name/organization-memberships`: any member may list; see the
+/// module docs for `q`, `filter[status]`, `filter[email]` and `meta.status-counts`.
+pub(crate) async fn list_memberships(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(name): Path<String>,
+    query: Query,
+) -> Result<JsonApi, Error> {
+    let page = query.page(jsonapi::DEFAULT_PAGE_SIZE)?;
+    let includes = query.includes(INCLUDES, &[])?;
+    let status = match query.filter("status") {
+        None => None,
+        Some(raw) => Some(MembershipStatus::parse(raw).ok_or_else(|| {
+            Error::bad_parameter(
+                "filter[status]",
+                "Invalid filter parameter: status must be invited or active",
+            )
+        })?),
+    };
+    let emails: Option<Vec<String>> = query.filter("email").map(|raw| {
+        raw.split(',')
+            .map(|email| email.trim().to_lowercase())
+            .filter(|email| !email.is_empty())
+            .collect()
+    });
+    let needle = query
+        .get("q")
+        .map(str::to_lowercase)
+        .filter(|q| !q.is_empty());
+    caller.organization(&state, &name).await?;
+
+    let mut searched: Vec<MembershipRecord> = load_memberships(state.storage(), &name)
+        .await?
+        .into_iter()
+        .map(|stored| stored.record)
+        .filter(|m| matches_search(m, needle.as_deref(), emails.as_deref()))
+        .collect();
+    let active = searched
+        .iter()
+        .filter(|m| m.status == MembershipStatus::Active)
+        .count();
+    let invited = searched.len() - active;
+    searched.retain(|m| status.is_none_or(|status| m.status == status));
+    searched.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+
+    let on_page: Vec<&MembershipRecord> = searched[page.range(searched.len())].iter().collect();
+    let (resources, included) = render_memberships(&state, &on_page, &includes).await?;
+    let path = format!("/api/v2/organizations/{name}/organization-memberships");
+    let document = page_document(page, searched.len(), resources, &path, &query).with_meta(
+        "status-counts",
+        json!({"total": active + invited, "active": active, "invited": invited}),
+    );
+    Ok(JsonApi::ok(document_with(document, included)))
+}
+
+/// `GET /api/v2/organization-memberships`: the caller's own memberships, invited and active
+/// (a `data` array, not paged; empty for team and organization tokens).
+pub(crate) async fn list_own_memberships(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    query: Query,
+) -> Result<JsonApi, Error> {
+    let includes = query.includes(INCLUDES, &[])?;
+    let mut memberships: Vec<MembershipRecord> = match caller.user() {
+        Some(user) => load_user_memberships(state.storage(), &user.id)
+            .await?
+            .into_iter()
+            .map(|stored| stored.record)
+            .collect(),
+        None => Vec::new(),
+    };
+    memberships.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+    let refs: Vec<&MembershipRecord> = memberships.iter().collect();
+    let (resources, included) = render_memberships(&state, &refs, &includes).await?;
+    Ok(JsonApi::ok(document_with(
+        Document::many(resources),
+        included,
+    )))
+}
+
+/// The membership `id` if the caller may see it: its own user, or anyone with access to its
+/// organization.
+async fn load_visible_membership(
+    state: &State,
+    caller: &Caller,
+    id: &str,
+) -> Result<(Stored<MembershipRecord>, Option<OrgAccess>), Error> {
+    let membership = load_membership(state.storage(), id)
+        .await?
+        .ok_or(Error::NotFound)?;
+    let access = caller
+        .try_organization(state, &membership.record.organization)
+        .await?;
+    let own = caller
+        .user()
+        .is_some_and(|user| user.id == membership.record.user_id);
+    if access.is_none() && !own {
+        return Err(Error::NotFound);
+    }
+    Ok((membership, access))
+}
+
+/// `GET /api/v2/organization-memberships/:id`: 200 or 404; `include=user,teams`.
+pub(crate) async fn read_membership(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    query: Query,
+) -> Result<JsonApi, Error> {
+    let includes = query.includes(INCLUDES, &[])?;
+    let (membership, _) = load_visible_membership(&state, &caller, &id).await?;
+    let (mut resources, included) =
+        render_memberships(&state, &[&membership.record], &includes).await?;
+    let resource = resources.pop().ok_or(Error::NotFound)?;
+    Ok(JsonApi::ok(document_with(
+        Document::one(resource),
+        included,
+    )))
+}
+
+/// `DELETE /api/v2/organization-memberships/:id`: see the module docs.
+pub(crate) async fn delete_membership(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, Error> {
+    for _ in 0..MAX_ATTEMPTS {
+        let (membership, access) = load_visible_membership(&state, &caller, &id).await?;
+        let membership = membership_with_revision(membership);
+        let (record, revision) = (&membership.0, membership.1);
+        let organization = &record.organization;
+        let own = caller.user().is_some_and(|user| user.id == record.user_id);
+        let owners_team_id = match &access {
+            Some(access) => access.organization.owners_team_id.clone(),
+            None => {
+                crate::store::organizations::load_organization(state.storage(), organization)
+                    .await?
+                    .ok_or(Error::NotFound)?
+                    .record
+                    .owners_team_id
+            }
+        };
+        let team_ids = load_user_team_ids(state.storage(), &record.user_id, organization).await?;
+        let is_owner =
+            team_ids.contains(&owners_team_id) && record.status == MembershipStatus::Active;
+        if own && is_owner {
+            return Err(Error::Forbidden(
+                "you cannot remove yourself from an organization you own".to_owned(),
+            ));
+        }
+        if !own {
+            OrgAccess::check(
+                access
+                    .as_ref()
+                    .is_some_and(OrgAccess::can_manage_membership),
+            )?;
+        }
+        let mut txn = Txn::new().when(Compare::ModRevision(
+            membership_key(organization, &id),
+            revision,
+        ));
+        if team_ids.contains(&owners_team_id) {
+            let owners = load_team_member_ids(state.storage(), &owners_team_id).await?;
+            if owners.len() <= 1 {
+                return Err(Error::Forbidden(
+                    "the last member of the owners team cannot be removed".to_owned(),
+                ));
+            }
+            // Another owner must still be there when this commits.
+            if let Some(other) = owners.iter().find(|owner| **owner != record.user_id) {
+                txn = txn.when(Compare::Exists(team_member_key(&owners_team_id, other)));
+            }
+        }
+        txn = txn
+            .then(Op::Delete {
+                key: membership_key(organization, &id),
+            })
+            .then(Op::Delete {
+                key: membership_id_key(&id),
+            })
+            .then(Op::Delete {
+                key: user_membership_key(&record.user_id, organization),
+            })
+            .then(Op::DeleteRange(KeyRange::prefix(user_teams_prefix(
+                &record.user_id,
+                organization,
+            ))));
+        for team_id in &team_ids {
+            txn = txn.then(Op::Delete {
+                key: team_member_key(team_id, &record.user_id),
+            });
+        }
+        if let Some(user) = load_user(state.storage(), &record.user_id).await?
+            && user.record.username.is_none()
+            && list_suffixes(
+                state.storage(),
+                &crate::store::memberships::user_memberships_prefix(&record.user_id),
+            )
+            .await?
+            .len()
+                == 1
+        {
+            // The user existed only for this invitation.
+            txn = txn
+                .when(Compare::ModRevision(
+                    user_key(&user.record.id),
+                    user.revision,
+                ))
+                .then(Op::Delete {
+                    key: user_key(&user.record.id),
+                })
+                .then(Op::Delete {
+                    key: email_key(&user.record.email),
+                });
+        }
+        if commit(state.storage(), txn).await? {
+            return Ok(no_content());
+        }
+    }
+    Err(Error::Contention)
+}
+
+fn membership_with_revision(
+    stored: Stored<MembershipRecord>,
+) -> (MembershipRecord, storage::Revision) {
+    (stored.record, stored.revision)
+}
+
+/// `POST /api/v2/organization-memberships/:id/actions/accept`: see the module docs. 200 with
+/// the membership (user in `included`); 401 without any credential; 404 for a wrong token or
+/// caller; 409 when already active; 422 for a missing, bad or taken username.
+pub(crate) async fn accept_membership(
+    AxumState(state): AxumState<State>,
+    MaybeCaller(caller): MaybeCaller,
+    Path(id): Path<String>,
+    OptionalBody(body): OptionalBody,
+) -> Result<JsonApi, Error> {
+    let invitation = match &body {
+        Some(body) => body.string("invitation-token")?,
+        None => None,
+    };
+    let requested_username = match &body {
+        Some(body) => body.string("username")?,
+        None => None,
+    };
+    if caller.is_none() && invitation.is_none() {
+        return Err(Error::Unauthorized);
+    }
+    for _ in 0..MAX_ATTEMPTS {
+        let membership = load_membership(state.storage(), &id)
+            .await?
+            .ok_or(Error::NotFound)?;
+        let record = &membership.record;
+        let by_caller = caller
+            .as_ref()
+            .and_then(Caller::user)
+            .is_some_and(|user| user.id == record.user_id);
+        let by_token = match (&invitation, &record.invitation_hash) {
+            (Some(secret), Some(hash)) => ids::hashes_equal(&ids::hash_secret(secret), hash),
+            _ => false,
+        };
+        if !by_caller && !by_token {
+            return Err(Error::NotFound);
+        }
+        if record.status == MembershipStatus::Active {
+            return Err(Error::Conflict(
+                "the invitation was already accepted".to_owned(),
+            ));
+        }
+        let user = load_user(state.storage(), &record.user_id)
+            .await?
+            .ok_or(Error::NotFound)?;
+        let mut txn = Txn::new()
+            .when(Compare::ModRevision(
+                membership_key(&record.organization, &id),
+                membership.revision,
+            ))
+            .when(Compare::ModRevision(
+                user_key(&user.record.id),
+                user.revision,
+            ));
+        let mut accepted_user = user.record.clone();
+        let mut first_token = None;
+        if accepted_user.username.is_none() {
+            let username = requested_username
+                .clone()
+                .filter(|name| !name.trim().is_empty())
+                .ok_or_else(|| Error::invalid_attribute("username", "username can't be blank"))?;
+            if !users::valid_username(&username) {
+                return Err(Error::invalid_attribute(
+                    "username",
+                    "username may contain only letters, numbers, -, _ and ., at most 64 characters",
+                ));
+            }
+            if state
+                .storage()
+                .get(&username_key(&username))
+                .await?
+                .is_some()
+            {
+                return Err(Error::invalid_attribute(
+                    "username",
+                    "username has already been taken",
+                ));
+            }
+            accepted_user.username = Some(username.clone());
+            txn = txn
+                .when(Compare::Missing(username_key(&username)))
+                .then(put(
+                    username_key(&username),
+                    &IdRef::new(&accepted_user.id),
+                )?)
+                .then(put(user_key(&accepted_user.id), &accepted_user)?);
+            // Every membership of the user carries its username (store invariant).
+            for other in load_user_memberships(state.storage(), &accepted_user.id).await? {
+                if other.record.id == id {
+                    continue;
+                }
+                let mut copy = other.record.clone();
+                copy.username = Some(username.clone());
+                txn = txn
+                    .when(Compare::ModRevision(
+                        membership_key(&copy.organization, &copy.id),
+                        other.revision,
+                    ))
+                    .then(put(membership_key(&copy.organization, &copy.id), &copy)?);
+            }
+            if by_token && !by_caller {
+                let secret = ids::new_token_secret();
+                let token = TokenRecord {
+                    version: RECORD_VERSION,
+                    id: ids::new_id("at"),
+                    hash: ids::hash_secret(&secret),
+                    owner: TokenOwner::User {
+                        user_id: accepted_user.id.clone(),
+                    },
+                    description: Some("created when accepting an invitation".to_owned()),
+                    created_at_ms: ids::now_ms(),
+                    expired_at_ms: None,
+                    created_by: Some(accepted_user.id.clone()),
+                };
+                txn.success.extend(save_token_ops(&token)?);
+                first_token = Some((token.id, secret));
+            }
+        }
+        let mut accepted = record.clone();
+        accepted.status = MembershipStatus::Active;
+        accepted.invitation_hash = None;
+        accepted.username = accepted_user.username.clone();
+        txn = txn.then(put(membership_key(&accepted.organization, &id), &accepted)?);
+        if commit(state.storage(), txn).await? {
+            let team_ids =
+                load_user_team_ids(state.storage(), &accepted.user_id, &accepted.organization)
+                    .await?;
+            let mut document = Document::one(membership_resource(&accepted, &team_ids));
+            document.include(users::user_resource(&accepted_user));
+            if let Some((token_id, secret)) = first_token {
+                document = document.with_meta(
+                    "authentication-token",
+                    json!({"id": token_id, "token": secret}),
+                );
+            }
+            return Ok(JsonApi::ok(document));
+        }
+        if let Some(username) = &accepted_user.username
+            && user.record.username.is_none()
+            && state
+                .storage()
+                .get(&username_key(username))
+                .await?
+                .is_some()
+        {
+            return Err(Error::invalid_attribute(
+                "username",
+                "username has already been taken",
+            ));
+        }
+    }
+    Err(Error::Contention)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn membership(email: &str, username: Option<&str>) -> MembershipRecord {
+        MembershipRecord {
+            version: 1,
+            id: "ou-1".to_owned(),
+            organization: "acme".to_owned(),
+            user_id: "user-1".to_owned(),
+            status: MembershipStatus::Invited,
+            email: email.to_owned(),
+            username: username.map(str::to_owned),
+            created_at_ms: 0,
+            invitation_hash: None,
+        }
+    }
+
+    #[test]
+    fn search_matches_email_or_username_substring() {
+        let m = membership("Dev@Example.com", Some("Alice"));
+        assert!(matches_search(&m, Some("dev@"), None));
+        assert!(matches_search(&m, Some("lic"), None));
+        assert!(!matches_search(&m, Some("bob"), None));
+        assert!(matches_search(&membership("x@y.z", None), None, None));
+    }
+
+    #[test]
+    fn email_filter_is_an_exact_case_insensitive_list() {
+        let m = membership("Dev@Example.com", None);
+        let wanted = vec!["other@example.com".to_owned(), "dev@example.com".to_owned()];
+        assert!(matches_search(&m, None, Some(&wanted)));
+        assert!(!matches_search(&m, None, Some(&["dev@example".to_owned()])));
+    }
+}

@@ -1,0 +1,311 @@
+//! The signed object URLs (`/_archivist/v1/object/<expires>.<signature>/…`): the PUT of a
+//! configuration archive to its `upload-url`, and the GET a download redirect points at.
+//!
+//! Where it sits: unauthenticated routes in `routes.rs` (engineer P2's upload and download
+//! group: no bearer, no JSON:API content type, no body limit but the upload limit); the
+//! signature is checked with `signed_url.rs`, the body streamed into `blobs.rs`, the archive
+//! checked by `archive.rs`, and the outcome written to `store/configuration_versions.rs`
+//! (with an auto-queued run through `runs.rs`) in one transaction.
+//!
+//! Invariants:
+//! - Nothing is read from the request but the path, `Content-Length` and the body: headers
+//!   clients carry over (`Authorization`, `Accept: application/vnd.api+json`) are ignored.
+//! - An upload is streamed to a fresh blob key, never into the version's accepted blob, and
+//!   the version record is switched to it by compare-and-swap: concurrent or repeated PUTs
+//!   cannot mix their bytes, and a losing PUT deletes its own blob.
+//! - The first accepted PUT decides: `pending` → `uploaded` (200) or `errored` with `error`
+//!   and `error-message` (422 naming the reason). A later PUT of the same bytes gets the same
+//!   answer; of other bytes, 409. An upload over the limit is 422 and changes nothing.
+//! - The transition to `uploaded` is synchronous: when the PUT answers, the status is final
+//!   (clients that create a run right after their upload never see `pending`).
+
+use axum::body::Body as HttpBody;
+use axum::extract::{Path, State as AxumState};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use http::{HeaderMap, StatusCode, header};
+use storage::{Compare, Txn};
+
+use crate::archive::{self, ArchiveError};
+use crate::blobs::BlobError;
+use crate::configuration_versions::{download_object, upload_object};
+use crate::signed_url::{self, Access};
+use crate::store::configuration_versions::{
+    ConfigurationVersionRecord, CvStatus, UploadRecord, blob_prefix, cv_key, load_cv,
+};
+use crate::store::workspaces::{load_workspace, workspace_key};
+use crate::store::{MAX_ATTEMPTS, commit, put};
+use crate::{Error, State, ids, runs};
+
+/// After an over-limit upload, at most this many further body bytes are read and discarded
+/// so the client gets the 422 instead of a reset connection.
+const DRAIN_LIMIT: u64 = 1024 * 1024 * 1024;
+
+/// `PUT /_archivist/v1/object/:signature/configuration-versions/:id`: the archive upload.
+/// 200 when uploaded; 422 when over the size limit or not a .tar.gz (the version is then
+/// `errored`); 409 when another archive was accepted before; 404 for a bad or expired URL.
+pub(crate) async fn upload_configuration_archive(
+    AxumState(state): AxumState<State>,
+    Path((signature, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: HttpBody,
+) -> Result<Response, Error> {
+    let signer = state.signer().await?;
+    signer
+        .verify(
+            Access::Upload,
+            &upload_object(&id),
+            &signature,
+            signed_url::now_unix(),
+        )
+        .map_err(|_| Error::NotFound)?;
+    let cv = load_cv(state.storage(), &id)
+        .await?
+        .ok_or(Error::NotFound)?;
+    if cv.record.status == CvStatus::Archived {
+        return Err(Error::Conflict(
+            "the configuration version is archived".to_owned(),
+        ));
+    }
+    let limit = state.blobs().max_upload_bytes();
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    let mut stream = body.into_data_stream();
+    if declared.is_some_and(|length| length > limit) {
+        drain(&mut stream).await;
+        return Err(Error::ArchiveTooLarge { limit });
+    }
+
+    let started_at = ids::now_ms();
+    let blob_key = format!("{}/{}.tar.gz", blob_prefix(&id), ids::new_id("upload"));
+    let stored = match state.blobs().put_stream(&blob_key, &mut stream).await {
+        Ok(stored) => stored,
+        Err(BlobError::TooLarge { limit }) => {
+            drain(&mut stream).await;
+            return Err(Error::ArchiveTooLarge { limit });
+        }
+        Err(BlobError::Body(reason)) => {
+            return Err(Error::Rejected(http_kit::Rejection::BodyReadFailed(reason)));
+        }
+        Err(other) => return Err(Error::Internal(other.to_string())),
+    };
+
+    let verdict = match check_archive(&state, &blob_key).await {
+        Ok(verdict) => verdict,
+        Err(err) => {
+            discard(&state, &blob_key).await;
+            return Err(err);
+        }
+    };
+    let outcome = record_upload(&state, &id, started_at, &stored, &verdict).await;
+    let keep_blob = matches!(outcome, Ok(Recorded::Accepted)) && verdict.is_ok();
+    if !keep_blob {
+        discard(&state, &blob_key).await;
+    }
+    match outcome? {
+        Recorded::Accepted => answer(&verdict.map(|_| ()).map_err(|err| err.to_string())),
+        Recorded::Repeat(answer_of_first) => answer(&answer_of_first),
+    }
+}
+
+/// Reads and discards what is left of a refused body, up to [`DRAIN_LIMIT`].
+async fn drain<S, E>(stream: &mut S)
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+{
+    let mut drained: u64 = 0;
+    while let Some(Ok(chunk)) = stream.next().await {
+        drained += chunk.len() as u64;
+        if drained > DRAIN_LIMIT {
+            break;
+        }
+    }
+}
+
+async fn discard(state: &State, blob_key: &str) {
+    if let Err(err) = state.blobs().delete(blob_key).await {
+        tracing::warn!(message = "Deleting an unused upload failed.", key = blob_key, error = %err);
+    }
+}
+
+/// Runs the archive check over the stored blob on a blocking thread.
+async fn check_archive(
+    state: &State,
+    blob_key: &str,
+) -> Result<Result<archive::Summary, ArchiveError>, Error> {
+    let content = state
+        .blobs()
+        .open(blob_key)
+        .await
+        .map_err(|err| Error::Internal(err.to_string()))?
+        .ok_or_else(|| Error::Internal(format!("the upload {blob_key} vanished")))?;
+    let reader = content.into_blocking_reader();
+    tokio::task::spawn_blocking(move || archive::validate(reader, archive::Limits::default()))
+        .await
+        .map_err(|err| Error::Internal(format!("the archive check failed: {err}")))
+}
+
+/// The answer to an upload: 200, or the 422 naming why the archive was refused.
+fn answer(outcome: &Result<(), String>) -> Result<Response, Error> {
+    match outcome {
+        Ok(()) => Ok(StatusCode::OK.into_response()),
+        Err(message) => Err(Error::InvalidArchive(message.clone())),
+    }
+}
+
+/// What recording an upload did.
+#[derive(Debug)]
+enum Recorded {
+    /// This upload was the first: the version is now `uploaded` or `errored`.
+    Accepted,
+    /// An identical upload was recorded before; its outcome (`Err` holds its error message).
+    Repeat(Result<(), String>),
+}
+
+/// Moves version `id` out of `pending` with this upload's outcome, queueing a run when the
+/// version asks for one; or, when an upload was recorded first, compares digests.
+async fn record_upload(
+    state: &State,
+    id: &str,
+    started_at: u64,
+    stored: &crate::blobs::StoredBlob,
+    verdict: &Result<archive::Summary, ArchiveError>,
+) -> Result<Recorded, Error> {
+    for _ in 0..MAX_ATTEMPTS {
+        let cv = load_cv(state.storage(), id).await?.ok_or(Error::NotFound)?;
+        if let Some(previous) = &cv.record.upload {
+            return repeat(&cv.record, previous, &stored.sha256);
+        }
+        if cv.record.status == CvStatus::Archived {
+            return Err(Error::Conflict(
+                "the configuration version is archived".to_owned(),
+            ));
+        }
+        let workspace = load_workspace(state.storage(), &cv.record.workspace_id)
+            .await?
+            .ok_or(Error::NotFound)?;
+        let finished_at = ids::now_ms();
+        let mut next = cv.record.clone();
+        next.status_timestamps
+            .insert("started-at".to_owned(), started_at);
+        next.status_timestamps
+            .insert("finished-at".to_owned(), finished_at);
+        next.upload = Some(UploadRecord {
+            sha256: stored.sha256.clone(),
+            size: stored.size,
+            blob_key: verdict.is_ok().then(|| stored.key.clone()),
+        });
+        let mut workspace_after = workspace.record.clone();
+        let mut run_ops = Vec::new();
+        match verdict {
+            Ok(_) => {
+                next.status = CvStatus::Uploaded;
+                next.status_timestamps
+                    .insert("uploaded-at".to_owned(), finished_at);
+                if !next.speculative && !next.provisional {
+                    workspace_after.current_configuration_version_id = Some(id.to_owned());
+                }
+                if next.auto_queue_runs {
+                    let (_, ops) = runs::queue_run(
+                        &mut workspace_after,
+                        &next,
+                        runs::RunOptions::auto_queued(),
+                        None,
+                    )?;
+                    run_ops = ops;
+                }
+            }
+            Err(err) => {
+                next.status = CvStatus::Errored;
+                next.status_timestamps
+                    .insert("errored-at".to_owned(), finished_at);
+                next.error = Some(err.code().to_owned());
+                next.error_message = Some(err.to_string());
+            }
+        }
+        let mut txn = Txn::new()
+            .when(Compare::ModRevision(cv_key(id), cv.revision))
+            .when(Compare::ModRevision(
+                workspace_key(&workspace.record.id),
+                workspace.revision,
+            ))
+            .then(put(cv_key(id), &next)?);
+        if workspace_after != workspace.record {
+            workspace_after.updated_at_ms = finished_at;
+            txn = txn.then(put(workspace_key(&workspace_after.id), &workspace_after)?);
+        }
+        txn.success.extend(run_ops);
+        if commit(state.storage(), txn).await? {
+            return Ok(Recorded::Accepted);
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// The answer to a PUT after an upload was recorded: the same outcome for the same bytes,
+/// 409 for others.
+fn repeat(
+    cv: &ConfigurationVersionRecord,
+    previous: &UploadRecord,
+    sha256: &str,
+) -> Result<Recorded, Error> {
+    if previous.sha256 != sha256 {
+        return Err(Error::Conflict(
+            "a different archive was already uploaded to this configuration version; create a new one"
+                .to_owned(),
+        ));
+    }
+    Ok(Recorded::Repeat(match cv.status {
+        CvStatus::Errored => Err(cv.error_message.clone().unwrap_or_default()),
+        _ => Ok(()),
+    }))
+}
+
+/// `GET /_archivist/v1/object/:signature/configuration-versions/:file` (`cv-….tar.gz`): the
+/// archive bytes as `application/octet-stream`; 404 for a bad or expired URL or a version
+/// that is no longer `uploaded`.
+pub(crate) async fn download_configuration_archive(
+    AxumState(state): AxumState<State>,
+    Path((signature, file)): Path<(String, String)>,
+) -> Result<Response, Error> {
+    let id = file.strip_suffix(".tar.gz").ok_or(Error::NotFound)?;
+    let signer = state.signer().await?;
+    signer
+        .verify(
+            Access::Download,
+            &download_object(id),
+            &signature,
+            signed_url::now_unix(),
+        )
+        .map_err(|_| Error::NotFound)?;
+    let cv = load_cv(state.storage(), id).await?.ok_or(Error::NotFound)?;
+    let upload = cv
+        .record
+        .upload
+        .as_ref()
+        .filter(|_| cv.record.status == CvStatus::Uploaded);
+    let (Some(upload), Some(key)) = (upload, upload.and_then(|u| u.blob_key.as_deref())) else {
+        return Err(Error::NotFound);
+    };
+    let content = state
+        .blobs()
+        .open(key)
+        .await
+        .map_err(|err| Error::Internal(err.to_string()))?
+        .ok_or(Error::NotFound)?;
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (header::CONTENT_LENGTH, upload.size.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{id}.tar.gz\""),
+            ),
+        ],
+        content.into_body(),
+    )
+        .into_response())
+}

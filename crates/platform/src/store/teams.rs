@@ -1,0 +1,246 @@
+//! Stored teams and team membership (see `store/mod.rs` for the layout).
+//!
+//! Invariants: a team belongs to one organization for life; `team-members/<team>/<user>` and
+//! `user-teams/<user>/<org>/<team>` exist together or not at all; only users with a membership
+//! (invited or active) in the team's organization are team members, and removing the
+//! membership removes them from every team of that organization.
+
+use serde::{Deserialize, Serialize};
+use storage::{KeyRange, Op, Storage};
+
+use crate::Error;
+use crate::store::{IdRef, PREFIX, RECORD_VERSION, Stored, load, tokens};
+
+/// A team's organization-level permissions, as TFE names them (`organization-access`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default)]
+pub(crate) struct OrganizationAccess {
+    pub(crate) manage_policies: bool,
+    pub(crate) manage_policy_overrides: bool,
+    pub(crate) manage_workspaces: bool,
+    pub(crate) manage_vcs_settings: bool,
+    pub(crate) manage_providers: bool,
+    pub(crate) manage_modules: bool,
+    pub(crate) manage_run_tasks: bool,
+    pub(crate) manage_projects: bool,
+    pub(crate) read_workspaces: bool,
+    pub(crate) read_projects: bool,
+    pub(crate) manage_membership: bool,
+    pub(crate) manage_teams: bool,
+    pub(crate) manage_organization_access: bool,
+    pub(crate) access_secret_teams: bool,
+    pub(crate) manage_agent_pools: bool,
+}
+
+impl OrganizationAccess {
+    /// Every permission: the owners team's access.
+    pub(crate) fn all() -> OrganizationAccess {
+        OrganizationAccess {
+            manage_policies: true,
+            manage_policy_overrides: true,
+            manage_workspaces: true,
+            manage_vcs_settings: true,
+            manage_providers: true,
+            manage_modules: true,
+            manage_run_tasks: true,
+            manage_projects: true,
+            read_workspaces: true,
+            read_projects: true,
+            manage_membership: true,
+            manage_teams: true,
+            manage_organization_access: true,
+            access_secret_teams: true,
+            manage_agent_pools: true,
+        }
+    }
+
+    /// The union of two grants.
+    pub(crate) fn union(self, other: OrganizationAccess) -> OrganizationAccess {
+        OrganizationAccess {
+            manage_policies: self.manage_policies || other.manage_policies,
+            manage_policy_overrides: self.manage_policy_overrides || other.manage_policy_overrides,
+            manage_workspaces: self.manage_workspaces || other.manage_workspaces,
+            manage_vcs_settings: self.manage_vcs_settings || other.manage_vcs_settings,
+            manage_providers: self.manage_providers || other.manage_providers,
+            manage_modules: self.manage_modules || other.manage_modules,
+            manage_run_tasks: self.manage_run_tasks || other.manage_run_tasks,
+            manage_projects: self.manage_projects || other.manage_projects,
+            read_workspaces: self.read_workspaces || other.read_workspaces,
+            read_projects: self.read_projects || other.read_projects,
+            manage_membership: self.manage_membership || other.manage_membership,
+            manage_teams: self.manage_teams || other.manage_teams,
+            manage_organization_access: self.manage_organization_access
+                || other.manage_organization_access,
+            access_secret_teams: self.access_secret_teams || other.access_secret_teams,
+            manage_agent_pools: self.manage_agent_pools || other.manage_agent_pools,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TeamRecord {
+    pub(crate) version: u32,
+    pub(crate) id: String,
+    pub(crate) organization: String,
+    pub(crate) name: String,
+    /// `secret` or `organization`.
+    pub(crate) visibility: String,
+    pub(crate) organization_access: OrganizationAccess,
+    #[serde(default)]
+    pub(crate) sso_team_id: Option<String>,
+    #[serde(default)]
+    pub(crate) allow_member_token_management: bool,
+    pub(crate) created_at_ms: u64,
+}
+
+/// One user's membership of one team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TeamMemberRecord {
+    pub(crate) version: u32,
+    pub(crate) user_id: String,
+    pub(crate) organization: String,
+}
+
+impl TeamMemberRecord {
+    pub(crate) fn new(user_id: &str, organization: &str) -> TeamMemberRecord {
+        TeamMemberRecord {
+            version: RECORD_VERSION,
+            user_id: user_id.to_owned(),
+            organization: organization.to_owned(),
+        }
+    }
+}
+
+pub(crate) const OWNERS_TEAM_NAME: &str = "owners";
+
+pub(crate) fn team_key(id: &str) -> Vec<u8> {
+    format!("{PREFIX}teams/{id}").into_bytes()
+}
+
+pub(crate) fn org_teams_prefix(organization: &str) -> String {
+    format!("{PREFIX}org-teams/{organization}/")
+}
+
+pub(crate) fn org_team_key(organization: &str, team_id: &str) -> Vec<u8> {
+    format!("{PREFIX}org-teams/{organization}/{team_id}").into_bytes()
+}
+
+pub(crate) fn team_name_key(organization: &str, name: &str) -> Vec<u8> {
+    format!(
+        "{PREFIX}org-team-names/{organization}/{}",
+        name.to_lowercase()
+    )
+    .into_bytes()
+}
+
+pub(crate) fn team_members_prefix(team_id: &str) -> String {
+    format!("{PREFIX}team-members/{team_id}/")
+}
+
+pub(crate) fn team_member_key(team_id: &str, user_id: &str) -> Vec<u8> {
+    format!("{PREFIX}team-members/{team_id}/{user_id}").into_bytes()
+}
+
+pub(crate) fn user_teams_prefix(user_id: &str, organization: &str) -> String {
+    format!("{PREFIX}user-teams/{user_id}/{organization}/")
+}
+
+pub(crate) fn user_team_key(user_id: &str, organization: &str, team_id: &str) -> Vec<u8> {
+    format!("{PREFIX}user-teams/{user_id}/{organization}/{team_id}").into_bytes()
+}
+
+pub(crate) async fn load_team(
+    storage: &dyn Storage,
+    id: &str,
+) -> Result<Option<Stored<TeamRecord>>, Error> {
+    load(storage, &team_key(id)).await
+}
+
+/// Every team of `organization`, sorted by name.
+pub(crate) async fn load_teams(
+    storage: &dyn Storage,
+    organization: &str,
+) -> Result<Vec<TeamRecord>, Error> {
+    let mut teams = Vec::new();
+    for id in super::list_suffixes(storage, &org_teams_prefix(organization)).await? {
+        if let Some(team) = load_team(storage, &id).await? {
+            teams.push(team.record);
+        }
+    }
+    teams.sort_by_key(|team| team.name.to_lowercase());
+    Ok(teams)
+}
+
+/// The user ids of a team's members.
+pub(crate) async fn load_team_member_ids(
+    storage: &dyn Storage,
+    team_id: &str,
+) -> Result<Vec<String>, Error> {
+    super::list_suffixes(storage, &team_members_prefix(team_id)).await
+}
+
+/// The ids of the teams `user_id` belongs to in `organization`.
+pub(crate) async fn load_user_team_ids(
+    storage: &dyn Storage,
+    user_id: &str,
+    organization: &str,
+) -> Result<Vec<String>, Error> {
+    super::list_suffixes(storage, &user_teams_prefix(user_id, organization)).await
+}
+
+/// The puts that make `user_id` a member of `team`.
+pub(crate) fn add_member_ops(team: &TeamRecord, user_id: &str) -> Result<Vec<Op>, Error> {
+    Ok(vec![
+        super::put(
+            team_member_key(&team.id, user_id),
+            &TeamMemberRecord::new(user_id, &team.organization),
+        )?,
+        super::put(
+            user_team_key(user_id, &team.organization, &team.id),
+            &IdRef::new(&team.id),
+        )?,
+    ])
+}
+
+/// The deletes that remove `user_id` from team `team_id` of `organization`.
+pub(crate) fn remove_member_ops(team_id: &str, organization: &str, user_id: &str) -> Vec<Op> {
+    vec![
+        Op::Delete {
+            key: team_member_key(team_id, user_id),
+        },
+        Op::Delete {
+            key: user_team_key(user_id, organization, team_id),
+        },
+    ]
+}
+
+/// Every delete that removing a team needs: the record, its indexes, its members and its
+/// team token.
+pub(crate) async fn delete_team_ops(
+    storage: &dyn Storage,
+    team_id: &str,
+    organization: &str,
+) -> Result<Vec<Op>, Error> {
+    let mut ops = Vec::new();
+    if let Some(team) = load_team(storage, team_id).await? {
+        ops.push(Op::Delete {
+            key: team_name_key(organization, &team.record.name),
+        });
+    }
+    ops.push(Op::Delete {
+        key: team_key(team_id),
+    });
+    ops.push(Op::Delete {
+        key: org_team_key(organization, team_id),
+    });
+    for user_id in load_team_member_ids(storage, team_id).await? {
+        ops.push(Op::Delete {
+            key: user_team_key(&user_id, organization, team_id),
+        });
+    }
+    ops.push(Op::DeleteRange(KeyRange::prefix(team_members_prefix(
+        team_id,
+    ))));
+    ops.extend(tokens::delete_team_token_ops(storage, team_id).await?);
+    Ok(ops)
+}

@@ -1,0 +1,618 @@
+//! Teams: `GET/POST /api/v2/organizations/:name/teams`, `GET/PATCH/DELETE /api/v2/teams/:id`,
+//! and team membership through `POST/DELETE /api/v2/teams/:id/relationships/users` (usernames)
+//! and `…/relationships/organization-memberships` (membership ids).
+//!
+//! Where it sits: handlers called from `routes.rs`; access through `auth.rs`; records in
+//! `store/teams.rs`; [`team_resource`] is also used by memberships (`include=teams`).
+//!
+//! Invariants:
+//! - Team names are unique per organization (case-insensitively) and `[A-Za-z0-9_.-]`.
+//! - The owners team cannot be deleted, renamed or given less than every permission, and
+//!   keeps at least one member (422 otherwise).
+//! - Only users with a membership of the team's organization (invited or active) can be team
+//!   members; an invited user's teams take effect when the invitation is accepted.
+//! - A secret team is seen only by its members and by callers who manage teams or membership
+//!   or have `access-secret-teams`; anyone else gets 404.
+//! - Managing teams needs `manage-teams` (or ownership, or the organization token); changing
+//!   who is in a team needs `manage-membership` (the spec's membership rule).
+
+use axum::extract::{Path, State as AxumState};
+use axum::response::Response;
+use jsonapi::{Document, Identifier, Relationship, Resource};
+use serde_json::{Map, Value, json};
+use storage::{Compare, Op, Txn};
+
+use crate::auth::{Caller, OrgAccess};
+use crate::render::{JsonApi, no_content, page_document};
+use crate::request::{Body, Query};
+use crate::store::memberships::{load_membership, load_user_membership, user_membership_key};
+use crate::store::organizations::organization_key;
+use crate::store::teams::{
+    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_ops, delete_team_ops, load_team,
+    load_team_member_ids, load_teams, org_team_key, remove_member_ops, team_key, team_member_key,
+    team_name_key,
+};
+use crate::store::users::load_user_by_username;
+use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, load, put};
+use crate::{Error, State, ids, users};
+
+const VISIBILITIES: &[&str] = &["secret", "organization"];
+const INCLUDES: &[&str] = &["users", "organization-memberships"];
+
+/// Whether `name` may name a team.
+fn valid_team_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A team with what its view needs: member user ids and their membership ids.
+#[derive(Debug, Clone)]
+pub(crate) struct TeamView {
+    pub(crate) team: TeamRecord,
+    pub(crate) user_ids: Vec<String>,
+    pub(crate) membership_ids: Vec<String>,
+}
+
+impl TeamView {
+    pub(crate) async fn load(state: &State, team: TeamRecord) -> Result<TeamView, Error> {
+        let user_ids = load_team_member_ids(state.storage(), &team.id).await?;
+        let mut membership_ids = Vec::with_capacity(user_ids.len());
+        for user_id in &user_ids {
+            if let Some(index) = load::<IdRef>(
+                state.storage(),
+                &user_membership_key(user_id, &team.organization),
+            )
+            .await?
+            {
+                membership_ids.push(index.record.id);
+            }
+        }
+        Ok(TeamView {
+            team,
+            user_ids,
+            membership_ids,
+        })
+    }
+}
+
+/// The `teams` resource, with `permissions` as `access` allows.
+pub(crate) fn team_resource(view: &TeamView, access: &OrgAccess) -> Resource {
+    let team = &view.team;
+    let owners = team.id == access.organization.owners_team_id;
+    Resource::new("teams", &team.id)
+        .attribute("name", &team.name)
+        .attribute("visibility", &team.visibility)
+        .attribute("users-count", view.user_ids.len())
+        .attribute("user-count", view.user_ids.len())
+        .attribute("organization-access", team.organization_access)
+        .attribute("sso-team-id", &team.sso_team_id)
+        .attribute(
+            "allow-member-token-management",
+            team.allow_member_token_management,
+        )
+        .attribute("is-unified", false)
+        .attribute(
+            "permissions",
+            json!({
+                "can-update-membership": access.can_manage_membership(),
+                "can-destroy": access.can_manage_teams() && !owners,
+                "can-update-organization-access": access.can_manage_teams() && !owners,
+                "can-update-api-token": access.can_manage_teams(),
+                "can-update-visibility": access.can_manage_teams(),
+                "can-update-name": access.can_manage_teams() && !owners,
+                "can-update-sso-team-id": false,
+                "can-update-member-token-management": access.can_manage_teams(),
+                "can-view-api-token": access.can_manage_teams(),
+            }),
+        )
+        .relationship(
+            "organization",
+            Relationship::one("organizations", &team.organization),
+        )
+        .relationship(
+            "users",
+            Relationship::many("users", view.user_ids.iter().cloned()),
+        )
+        .relationship(
+            "organization-memberships",
+            Relationship::many(
+                "organization-memberships",
+                view.membership_ids.iter().cloned(),
+            ),
+        )
+        .relationship(
+            "authentication-token",
+            Relationship::links_only()
+                .related(format!("/api/v2/teams/{}/authentication-token", team.id)),
+        )
+        .self_link(format!("/api/v2/teams/{}", team.id))
+}
+
+/// Whether `access` may see `team`.
+pub(crate) fn team_visible(access: &OrgAccess, team: &TeamRecord) -> bool {
+    team.visibility == "organization"
+        || access.team_ids.contains(&team.id)
+        || access.can_see_secret_teams()
+}
+
+/// The team `id` with the caller's access to its organization; 404 when missing or hidden.
+async fn load_visible_team(
+    state: &State,
+    caller: &Caller,
+    id: &str,
+) -> Result<(Stored<TeamRecord>, OrgAccess), Error> {
+    let team = load_team(state.storage(), id)
+        .await?
+        .ok_or(Error::NotFound)?;
+    let access = caller
+        .organization(state, &team.record.organization)
+        .await?;
+    if !team_visible(&access, &team.record) {
+        return Err(Error::NotFound);
+    }
+    Ok((team, access))
+}
+
+/// Adds the `include`d users and memberships of `views` to `document`.
+async fn include_related(
+    state: &State,
+    document: &mut Document,
+    views: &[&TeamView],
+    includes: &[String],
+) -> Result<(), Error> {
+    for view in views {
+        if includes.iter().any(|name| name == "users") {
+            for user_id in &view.user_ids {
+                if let Some(user) = crate::store::users::load_user(state.storage(), user_id).await?
+                {
+                    document.include(users::user_resource(&user.record));
+                }
+            }
+        }
+        if includes
+            .iter()
+            .any(|name| name == "organization-memberships")
+        {
+            for membership_id in &view.membership_ids {
+                if let Some(membership) = load_membership(state.storage(), membership_id).await? {
+                    let teams = crate::store::teams::load_user_team_ids(
+                        state.storage(),
+                        &membership.record.user_id,
+                        &membership.record.organization,
+                    )
+                    .await?;
+                    document.include(crate::memberships::membership_resource(
+                        &membership.record,
+                        &teams,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `GET /api/v2/organizations/:name/teams`: the teams the caller may see, by name, paged;
+/// `q` (name substring), `filter[names]` (comma list), `include=users,organization-memberships`.
+pub(crate) async fn list_teams(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(name): Path<String>,
+    query: Query,
+) -> Result<JsonApi, Error> {
+    let page = query.page(jsonapi::DEFAULT_PAGE_SIZE)?;
+    let includes = query.includes(INCLUDES, &[])?;
+    let access = caller.organization(&state, &name).await?;
+    let names: Option<Vec<String>> = query
+        .filter("names")
+        .map(|raw| raw.split(',').map(|n| n.trim().to_lowercase()).collect());
+    let needle = query.get("q").map(str::to_lowercase);
+    let mut views = Vec::new();
+    for team in load_teams(state.storage(), &name).await? {
+        let lower = team.name.to_lowercase();
+        let wanted = team_visible(&access, &team)
+            && names.as_ref().is_none_or(|names| names.contains(&lower))
+            && needle
+                .as_ref()
+                .is_none_or(|needle| lower.contains(needle.as_str()));
+        if wanted {
+            views.push(team);
+        }
+    }
+    let mut loaded = Vec::new();
+    for team in &views[page.range(views.len())] {
+        loaded.push(TeamView::load(&state, team.clone()).await?);
+    }
+    let resources = loaded
+        .iter()
+        .map(|view| team_resource(view, &access))
+        .collect();
+    let path = format!("/api/v2/organizations/{name}/teams");
+    let mut document = page_document(page, views.len(), resources, &path, &query);
+    include_related(
+        &state,
+        &mut document,
+        &loaded.iter().collect::<Vec<_>>(),
+        &includes,
+    )
+    .await?;
+    Ok(JsonApi::ok(document))
+}
+
+/// Reads `organization-access` from `body` over `base` (422 pointing at a non-boolean member).
+fn read_organization_access(
+    body: &Body,
+    base: OrganizationAccess,
+) -> Result<OrganizationAccess, Error> {
+    let Some(requested) = body.object("organization-access")? else {
+        return Ok(base);
+    };
+    let mut current = serde_json::to_value(base).unwrap_or_else(|_| Value::Object(Map::new()));
+    let Some(fields) = current.as_object_mut() else {
+        return Ok(base);
+    };
+    for (key, value) in requested {
+        let key = key.replace('_', "-");
+        if !fields.contains_key(&key) {
+            continue; // unknown permissions are ignored, like unknown attributes
+        }
+        let Value::Bool(flag) = value else {
+            return Err(Error::invalid(
+                format!("/data/attributes/organization-access/{key}"),
+                format!("organization-access {key} must be a boolean"),
+            ));
+        };
+        fields.insert(key, Value::Bool(*flag));
+    }
+    serde_json::from_value(current).map_err(|err| Error::Internal(err.to_string()))
+}
+
+fn read_visibility(body: &Body) -> Result<Option<String>, Error> {
+    match body.string("visibility")? {
+        Some(visibility) if !VISIBILITIES.contains(&visibility.as_str()) => Err(
+            Error::invalid_attribute("visibility", "visibility must be secret or organization"),
+        ),
+        other => Ok(other),
+    }
+}
+
+/// `POST /api/v2/organizations/:name/teams`: 201; 422 for a bad or taken name.
+pub(crate) async fn create_team(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(name): Path<String>,
+    body: Body,
+) -> Result<JsonApi, Error> {
+    body.expect_type(&["teams"])?;
+    let access = caller.organization(&state, &name).await?;
+    OrgAccess::check(access.can_manage_teams())?;
+    let team_name = body.required_string("name")?;
+    if !valid_team_name(&team_name) {
+        return Err(Error::invalid_attribute(
+            "name",
+            "name may contain only letters, numbers, -, _ and ., at most 100 characters",
+        ));
+    }
+    let team = TeamRecord {
+        version: RECORD_VERSION,
+        id: ids::new_id("team"),
+        organization: name.clone(),
+        name: team_name.clone(),
+        visibility: read_visibility(&body)?.unwrap_or_else(|| "secret".to_owned()),
+        organization_access: read_organization_access(&body, OrganizationAccess::default())?,
+        sso_team_id: body.string("sso-team-id")?,
+        allow_member_token_management: body.bool("allow-member-token-management")?.unwrap_or(true),
+        created_at_ms: ids::now_ms(),
+    };
+    let txn = Txn::new()
+        .when(Compare::ModRevision(
+            organization_key(&name),
+            access.revision,
+        ))
+        .when(Compare::Missing(team_name_key(&name, &team_name)))
+        .then(put(team_key(&team.id), &team)?)
+        .then(put(org_team_key(&name, &team.id), &IdRef::new(&team.id))?)
+        .then(put(
+            team_name_key(&name, &team_name),
+            &IdRef::new(&team.id),
+        )?);
+    if !commit(state.storage(), txn).await? {
+        if state
+            .storage()
+            .get(&team_name_key(&name, &team_name))
+            .await?
+            .is_some()
+        {
+            return Err(Error::invalid_attribute(
+                "name",
+                "name has already been taken",
+            ));
+        }
+        return Err(Error::Contention);
+    }
+    let view = TeamView::load(&state, team).await?;
+    Ok(JsonApi::created(Document::one(team_resource(
+        &view, &access,
+    ))))
+}
+
+/// `GET /api/v2/teams/:id`: 200 or 404; `include=users,organization-memberships`.
+pub(crate) async fn read_team(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    query: Query,
+) -> Result<JsonApi, Error> {
+    let includes = query.includes(INCLUDES, &[])?;
+    let (team, access) = load_visible_team(&state, &caller, &id).await?;
+    let view = TeamView::load(&state, team.record).await?;
+    let mut document = Document::one(team_resource(&view, &access));
+    include_related(&state, &mut document, &[&view], &includes).await?;
+    Ok(JsonApi::ok(document))
+}
+
+/// `PATCH /api/v2/teams/:id`: name, visibility, organization-access, sso-team-id,
+/// allow-member-token-management; omitted attributes keep their values.
+pub(crate) async fn update_team(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<JsonApi, Error> {
+    body.expect_type(&["teams"])?;
+    for _ in 0..MAX_ATTEMPTS {
+        let (stored, access) = load_visible_team(&state, &caller, &id).await?;
+        OrgAccess::check(access.can_manage_teams())?;
+        let old = stored.record.clone();
+        let owners = old.id == access.organization.owners_team_id;
+        let mut team = old.clone();
+        if let Some(name) = body.string("name")? {
+            if !valid_team_name(&name) {
+                return Err(Error::invalid_attribute(
+                    "name",
+                    "name may contain only letters, numbers, -, _ and ., at most 100 characters",
+                ));
+            }
+            if owners && name != OWNERS_TEAM_NAME {
+                return Err(Error::invalid_attribute(
+                    "name",
+                    "the owners team cannot be renamed",
+                ));
+            }
+            team.name = name;
+        }
+        if let Some(visibility) = read_visibility(&body)? {
+            team.visibility = visibility;
+        }
+        team.organization_access = read_organization_access(&body, old.organization_access)?;
+        if owners && team.organization_access != OrganizationAccess::all() {
+            return Err(Error::invalid_attribute(
+                "organization-access",
+                "the owners team's organization access cannot be changed",
+            ));
+        }
+        if body.has_attribute("sso-team-id")? {
+            team.sso_team_id = body.string("sso-team-id")?;
+        }
+        if let Some(allow) = body.bool("allow-member-token-management")? {
+            team.allow_member_token_management = allow;
+        }
+        let mut txn = Txn::new()
+            .when(Compare::ModRevision(team_key(&id), stored.revision))
+            .then(put(team_key(&id), &team)?);
+        let renamed = team.name.to_lowercase() != old.name.to_lowercase();
+        if renamed {
+            txn = txn
+                .when(Compare::Missing(team_name_key(
+                    &team.organization,
+                    &team.name,
+                )))
+                .then(Op::Delete {
+                    key: team_name_key(&team.organization, &old.name),
+                })
+                .then(put(
+                    team_name_key(&team.organization, &team.name),
+                    &IdRef::new(&id),
+                )?);
+        }
+        if commit(state.storage(), txn).await? {
+            let view = TeamView::load(&state, team).await?;
+            return Ok(JsonApi::ok(Document::one(team_resource(&view, &access))));
+        }
+        if renamed
+            && state
+                .storage()
+                .get(&team_name_key(&team.organization, &team.name))
+                .await?
+                .is_some()
+        {
+            return Err(Error::invalid_attribute(
+                "name",
+                "name has already been taken",
+            ));
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// `DELETE /api/v2/teams/:id`: 204; 422 for the owners team.
+pub(crate) async fn delete_team(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, Error> {
+    let (team, access) = load_visible_team(&state, &caller, &id).await?;
+    OrgAccess::check(access.can_manage_teams())?;
+    if team.record.id == access.organization.owners_team_id {
+        return Err(Error::Invalid {
+            pointer: None,
+            detail: "the owners team cannot be deleted".to_owned(),
+        });
+    }
+    let mut txn = Txn::new().when(Compare::ModRevision(team_key(&id), team.revision));
+    txn.success = delete_team_ops(state.storage(), &id, &team.record.organization).await?;
+    if !commit(state.storage(), txn).await? {
+        return Err(Error::Contention);
+    }
+    Ok(no_content())
+}
+
+/// Resolves relationship identifiers to user ids with a membership in `organization`: by
+/// username (`type: users`) or by membership id (`type: organization-memberships`).
+async fn resolve_members(
+    state: &State,
+    organization: &str,
+    identifiers: &[Identifier],
+    kind: &str,
+) -> Result<Vec<String>, Error> {
+    let mut user_ids = Vec::new();
+    for (index, identifier) in identifiers.iter().enumerate() {
+        let pointer = format!("/data/{index}");
+        if identifier.kind != kind {
+            return Err(Error::invalid(
+                format!("{pointer}/type"),
+                format!("type must be {kind}"),
+            ));
+        }
+        let user_id = if kind == "users" {
+            let user = load_user_by_username(state.storage(), &identifier.id).await?;
+            match user {
+                Some(user)
+                    if load_user_membership(state.storage(), &user.record.id, organization)
+                        .await?
+                        .is_some() =>
+                {
+                    Some(user.record.id)
+                }
+                _ => None,
+            }
+        } else {
+            load_membership(state.storage(), &identifier.id)
+                .await?
+                .filter(|m| m.record.organization == organization)
+                .map(|m| m.record.user_id)
+        };
+        let Some(user_id) = user_id else {
+            return Err(Error::invalid(
+                format!("{pointer}/id"),
+                format!(
+                    "{} is not a member of organization {organization}",
+                    identifier.id
+                ),
+            ));
+        };
+        if !user_ids.contains(&user_id) {
+            user_ids.push(user_id);
+        }
+    }
+    Ok(user_ids)
+}
+
+/// Adds or removes team members; 204.
+async fn change_members(
+    state: &State,
+    caller: &Caller,
+    id: &str,
+    body: &Body,
+    kind: &str,
+    add: bool,
+) -> Result<Response, Error> {
+    let identifiers = body.linkage_ids()?;
+    for _ in 0..MAX_ATTEMPTS {
+        let (team, access) = load_visible_team(state, caller, id).await?;
+        OrgAccess::check(access.can_manage_membership())?;
+        let team = team.record;
+        let user_ids = resolve_members(state, &team.organization, &identifiers, kind).await?;
+        let mut txn = Txn::new().when(Compare::ModRevision(
+            organization_key(&team.organization),
+            access.revision,
+        ));
+        if add {
+            for user_id in &user_ids {
+                txn.success.extend(add_member_ops(&team, user_id)?);
+            }
+        } else {
+            let members = load_team_member_ids(state.storage(), &team.id).await?;
+            let present: Vec<&String> = user_ids.iter().filter(|u| members.contains(u)).collect();
+            if team.id == access.organization.owners_team_id
+                && !members.is_empty()
+                && present.len() == members.len()
+            {
+                return Err(Error::invalid(
+                    "/data",
+                    "the owners team must keep at least one member",
+                ));
+            }
+            for user_id in present {
+                // A concurrent removal must not empty the owners team: each removal requires
+                // the member to be there still (and the retry re-counts).
+                txn = txn.when(Compare::Exists(team_member_key(&team.id, user_id)));
+                txn.success
+                    .extend(remove_member_ops(&team.id, &team.organization, user_id));
+            }
+        }
+        if commit(state.storage(), txn).await? {
+            return Ok(no_content());
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// `POST /api/v2/teams/:id/relationships/users` with `{"data":[{"type":"users","id":"<username>"}]}`.
+pub(crate) async fn add_team_users(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, Error> {
+    change_members(&state, &caller, &id, &body, "users", true).await
+}
+
+/// `DELETE /api/v2/teams/:id/relationships/users` with the same body.
+pub(crate) async fn remove_team_users(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, Error> {
+    change_members(&state, &caller, &id, &body, "users", false).await
+}
+
+/// `POST /api/v2/teams/:id/relationships/organization-memberships` with membership ids.
+pub(crate) async fn add_team_memberships(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, Error> {
+    change_members(
+        &state,
+        &caller,
+        &id,
+        &body,
+        "organization-memberships",
+        true,
+    )
+    .await
+}
+
+/// `DELETE /api/v2/teams/:id/relationships/organization-memberships` with membership ids.
+pub(crate) async fn remove_team_memberships(
+    AxumState(state): AxumState<State>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, Error> {
+    change_members(
+        &state,
+        &caller,
+        &id,
+        &body,
+        "organization-memberships",
+        false,
+    )
+    .await
+}
