@@ -1,8 +1,8 @@
 //! Checks that an uploaded configuration archive is a `.tar.gz` Terraform could unpack: gzip
 //! (one or more members), then a tar stream, within entry-count and unpacked-size caps.
 //!
-//! Where it sits: `configuration_versions.rs` stores the upload in the blob store, then runs
-//! [`validate`] on a blocking thread over a reader of the stored blob; a failure makes the
+//! Where it sits: `objects.rs` runs [`validate`] on a blocking thread over the chunks of an
+//! upload while the same chunks are streamed into the blob store; a failure makes the
 //! configuration version `errored` with [`ArchiveError::code`] as `error` and the Display as
 //! `error-message`.
 //!

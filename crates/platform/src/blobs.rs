@@ -2,9 +2,9 @@
 //! an `object_store` (a local directory, `<data-dir>/blobs` under `cairn`), never in the
 //! key-value store.
 //!
-//! Where it sits: handlers stream request bodies in with [`BlobStore::put_stream`] and read
-//! blobs back with [`BlobStore::open`] (downloads, archive checks); the stored records under
-//! `platform/` name each blob by its key. Nothing here knows HTTP beyond `Bytes` streams.
+//! Where it sits: handlers stream request bodies in with [`BlobStore::put_stream`] and serve
+//! blobs with [`BlobStore::open`] (downloads); the stored records under `platform/` name each
+//! blob by its key. Nothing here knows HTTP beyond `Bytes` streams and a response body.
 //!
 //! Invariants:
 //! - An upload is never held whole in memory: the body is streamed into a multipart upload in
@@ -19,7 +19,6 @@
 //!   at that use (and retried at the next), never a panic at start.
 
 use std::fmt;
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -91,21 +90,6 @@ impl fmt::Debug for BlobContent {
 }
 
 impl BlobContent {
-    /// A blocking reader over the content, for `spawn_blocking` work (archive checks). Call it
-    /// inside the runtime; read it only from a blocking thread.
-    pub(crate) fn into_blocking_reader(self) -> Box<dyn Read + Send> {
-        match self {
-            BlobContent::File(file) => {
-                Box::new(std::io::BufReader::with_capacity(DOWNLOAD_CHUNK, file))
-            }
-            BlobContent::Stream(stream) => {
-                let reader =
-                    tokio_util::io::StreamReader::new(stream.map_err(std::io::Error::other));
-                Box::new(tokio_util::io::SyncIoBridge::new(reader))
-            }
-        }
-    }
-
     /// The content as an HTTP response body, streamed in chunks.
     pub(crate) fn into_body(self) -> axum::body::Body {
         match self {
@@ -291,16 +275,10 @@ mod tests {
     }
 
     async fn read_all(content: BlobContent) -> Vec<u8> {
-        tokio::task::spawn_blocking(move || {
-            let mut out = Vec::new();
-            content
-                .into_blocking_reader()
-                .read_to_end(&mut out)
-                .unwrap();
-            out
-        })
-        .await
-        .unwrap()
+        axum::body::to_bytes(content.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec()
     }
 
     #[tokio::test]

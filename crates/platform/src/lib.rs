@@ -4,7 +4,8 @@
 //! Request flow: `cairn` opens the state with [`State::open`] (which bootstraps the site
 //! administrator) and serves [`router`]; `routes.rs` lists every (method, path) and applies the
 //! JSON:API content-type rule and body limit; handlers live in one file per URL family
-//! (`ping.rs`, `users.rs`, `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`);
+//! (`ping.rs`, `users.rs`, `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`,
+//! `invitations.rs`);
 //! each starts with the `auth::Caller` extractor, reads its input through `request.rs`
 //! (`Body`, `Query`), persists through `store/`, and answers through `render.rs`; errors go
 //! through [`Error`], rendered as JSON:API error documents by the `jsonapi` crate.
@@ -23,6 +24,7 @@ mod auth;
 mod bootstrap;
 mod error;
 mod ids;
+mod invitations;
 mod memberships;
 mod organizations;
 mod ping;

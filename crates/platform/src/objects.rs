@@ -3,9 +3,11 @@
 //!
 //! Where it sits: unauthenticated routes in `routes.rs` (engineer P2's upload and download
 //! group: no bearer, no JSON:API content type, no body limit but the upload limit); the
-//! signature is checked with `signed_url.rs`, the body streamed into `blobs.rs`, the archive
-//! checked by `archive.rs`, and the outcome written to `store/configuration_versions.rs`
-//! (with an auto-queued run through `runs.rs`) in one transaction.
+//! signature is checked with `signed_url.rs`, the body streamed into `blobs.rs` and, chunk by
+//! chunk at the same time, into the `archive.rs` check on a blocking thread (a bounded queue
+//! of [`CHECK_QUEUE`] chunks, so checking overlaps storing and memory stays bounded); the
+//! outcome is written to `store/configuration_versions.rs` (with an auto-queued run through
+//! `runs.rs`) in one transaction.
 //!
 //! Invariants:
 //! - Nothing is read from the request but the path, `Content-Length` and the body: headers
@@ -22,6 +24,7 @@
 use axum::body::Body as HttpBody;
 use axum::extract::{Path, State as AxumState};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, StatusCode, header};
 use storage::{Compare, Txn};
@@ -62,7 +65,9 @@ pub(crate) async fn upload_configuration_archive(
     let cv = load_cv(state.storage(), &id)
         .await?
         .ok_or(Error::NotFound)?;
+    let mut stream = body.into_data_stream();
     if cv.record.status == CvStatus::Archived {
+        drain(&mut stream).await;
         return Err(Error::Conflict(
             "the configuration version is archived".to_owned(),
         ));
@@ -72,7 +77,6 @@ pub(crate) async fn upload_configuration_archive(
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
-    let mut stream = body.into_data_stream();
     if declared.is_some_and(|length| length > limit) {
         drain(&mut stream).await;
         return Err(Error::ArchiveTooLarge { limit });
@@ -80,7 +84,24 @@ pub(crate) async fn upload_configuration_archive(
 
     let started_at = ids::now_ms();
     let blob_key = format!("{}/{}.tar.gz", blob_prefix(&id), ids::new_id("upload"));
-    let stored = match state.blobs().put_stream(&blob_key, &mut stream).await {
+    // The archive check reads the same chunks on a blocking thread while they are written,
+    // so checking overlaps storing instead of following it.
+    let (chunks, check) = start_check();
+    let teed = (&mut stream).then(move |chunk| {
+        let chunks = chunks.clone();
+        async move {
+            if let Ok(bytes) = &chunk {
+                // The check may have stopped early (a refused archive); keep storing.
+                let _ = chunks.send(bytes.clone()).await;
+            }
+            chunk
+        }
+    });
+    let stored = state.blobs().put_stream(&blob_key, teed).await;
+    let verdict = check
+        .await
+        .map_err(|err| Error::Internal(format!("the archive check failed: {err}")));
+    let stored = match stored {
         Ok(stored) => stored,
         Err(BlobError::TooLarge { limit }) => {
             drain(&mut stream).await;
@@ -91,8 +112,7 @@ pub(crate) async fn upload_configuration_archive(
         }
         Err(other) => return Err(Error::Internal(other.to_string())),
     };
-
-    let verdict = match check_archive(&state, &blob_key).await {
+    let verdict = match verdict {
         Ok(verdict) => verdict,
         Err(err) => {
             discard(&state, &blob_key).await;
@@ -130,21 +150,47 @@ async fn discard(state: &State, blob_key: &str) {
     }
 }
 
-/// Runs the archive check over the stored blob on a blocking thread.
-async fn check_archive(
-    state: &State,
-    blob_key: &str,
-) -> Result<Result<archive::Summary, ArchiveError>, Error> {
-    let content = state
-        .blobs()
-        .open(blob_key)
-        .await
-        .map_err(|err| Error::Internal(err.to_string()))?
-        .ok_or_else(|| Error::Internal(format!("the upload {blob_key} vanished")))?;
-    let reader = content.into_blocking_reader();
-    tokio::task::spawn_blocking(move || archive::validate(reader, archive::Limits::default()))
-        .await
-        .map_err(|err| Error::Internal(format!("the archive check failed: {err}")))
+/// How many body chunks may wait for the archive check.
+const CHECK_QUEUE: usize = 16;
+
+/// Starts the archive check on a blocking thread: send it the body's chunks, drop the sender
+/// at the end of the body, and await its verdict.
+fn start_check() -> (
+    tokio::sync::mpsc::Sender<Bytes>,
+    tokio::task::JoinHandle<Result<archive::Summary, ArchiveError>>,
+) {
+    let (sender, receiver) = tokio::sync::mpsc::channel(CHECK_QUEUE);
+    let check = tokio::task::spawn_blocking(move || {
+        archive::validate(
+            ChunkReader {
+                receiver,
+                current: Bytes::new(),
+            },
+            archive::Limits::default(),
+        )
+    });
+    (sender, check)
+}
+
+/// A blocking reader over chunks sent from the async side; end of input when every sender
+/// is gone.
+struct ChunkReader {
+    receiver: tokio::sync::mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.receiver.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
 }
 
 /// The answer to an upload: 200, or the 422 naming why the archive was refused.

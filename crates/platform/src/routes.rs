@@ -22,8 +22,8 @@ use http::{HeaderValue, Method, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    API_VERSION, Error, State, configuration_versions, memberships, objects, organizations, ping,
-    runs, teams, tokens, users, workspaces,
+    API_VERSION, Error, State, configuration_versions, invitations, memberships, objects,
+    organizations, ping, runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -34,10 +34,10 @@ pub fn router(state: State) -> Router {
     let jsonapi = Router::new()
         // Unauthenticated:
         .route("/api/v2/ping", get(ping::ping))
-        // memberships.rs: the invitation token authenticates (or the invited user's bearer).
+        // invitations.rs: the invitation token authenticates (or the invited user's bearer).
         .route(
             "/api/v2/organization-memberships/{id}/actions/accept",
-            post(memberships::accept_membership),
+            post(invitations::accept_membership),
         )
         // users.rs
         .route("/api/v2/account/details", get(users::read_account))

@@ -32,7 +32,7 @@ enum Kind {
 
 /// The default of a settable attribute.
 #[derive(Debug, Clone, Copy)]
-enum Default {
+enum DefaultValue {
     Bool(bool),
     Str(&'static str),
     Null,
@@ -44,10 +44,10 @@ enum Default {
 struct Setting {
     name: &'static str,
     kind: Kind,
-    default: Default,
+    default: DefaultValue,
 }
 
-const fn setting(name: &'static str, kind: Kind, default: Default) -> Setting {
+const fn setting(name: &'static str, kind: Kind, default: DefaultValue) -> Setting {
     Setting {
         name,
         kind,
@@ -57,31 +57,51 @@ const fn setting(name: &'static str, kind: Kind, default: Default) -> Setting {
 
 /// Every attribute a client may set, with TFE's defaults.
 const SETTINGS: &[Setting] = &[
-    setting("allow-destroy-plan", Kind::Bool, Default::Bool(true)),
-    setting("assessments-enabled", Kind::Bool, Default::Bool(false)),
-    setting("auto-apply", Kind::Bool, Default::Bool(false)),
-    setting("auto-apply-run-trigger", Kind::Bool, Default::Bool(false)),
-    setting("description", Kind::String, Default::Null),
+    setting("allow-destroy-plan", Kind::Bool, DefaultValue::Bool(true)),
+    setting("assessments-enabled", Kind::Bool, DefaultValue::Bool(false)),
+    setting("auto-apply", Kind::Bool, DefaultValue::Bool(false)),
+    setting(
+        "auto-apply-run-trigger",
+        Kind::Bool,
+        DefaultValue::Bool(false),
+    ),
+    setting("description", Kind::String, DefaultValue::Null),
     setting(
         "execution-mode",
         Kind::ExecutionMode,
-        Default::Str("remote"),
+        DefaultValue::Str("remote"),
     ),
-    setting("file-triggers-enabled", Kind::Bool, Default::Bool(true)),
-    setting("global-remote-state", Kind::Bool, Default::Bool(false)),
-    setting("queue-all-runs", Kind::Bool, Default::Bool(false)),
-    setting("source-name", Kind::String, Default::Null),
-    setting("source-url", Kind::String, Default::Null),
-    setting("speculative-enabled", Kind::Bool, Default::Bool(true)),
+    setting(
+        "file-triggers-enabled",
+        Kind::Bool,
+        DefaultValue::Bool(true),
+    ),
+    setting("global-remote-state", Kind::Bool, DefaultValue::Bool(false)),
+    setting("queue-all-runs", Kind::Bool, DefaultValue::Bool(false)),
+    setting("source-name", Kind::String, DefaultValue::Null),
+    setting("source-url", Kind::String, DefaultValue::Null),
+    setting("speculative-enabled", Kind::Bool, DefaultValue::Bool(true)),
     setting(
         "structured-run-output-enabled",
         Kind::Bool,
-        Default::Bool(true),
+        DefaultValue::Bool(true),
     ),
-    setting("terraform-version", Kind::String, Default::Str("latest")),
-    setting("trigger-patterns", Kind::StringList, Default::EmptyList),
-    setting("trigger-prefixes", Kind::StringList, Default::EmptyList),
-    setting("working-directory", Kind::String, Default::Str("")),
+    setting(
+        "terraform-version",
+        Kind::String,
+        DefaultValue::Str("latest"),
+    ),
+    setting(
+        "trigger-patterns",
+        Kind::StringList,
+        DefaultValue::EmptyList,
+    ),
+    setting(
+        "trigger-prefixes",
+        Kind::StringList,
+        DefaultValue::EmptyList,
+    ),
+    setting("working-directory", Kind::String, DefaultValue::Str("")),
 ];
 
 /// Related resources `include` may name; those not rendered here are accepted and ignored.
@@ -253,12 +273,12 @@ fn locked_by(lock: Option<&LockRecord>) -> Relationship {
     }
 }
 
-fn default_value(default: Default) -> Value {
+fn default_value(default: DefaultValue) -> Value {
     match default {
-        Default::Bool(value) => Value::Bool(value),
-        Default::Str(value) => Value::String(value.to_owned()),
-        Default::Null => Value::Null,
-        Default::EmptyList => Value::Array(Vec::new()),
+        DefaultValue::Bool(value) => Value::Bool(value),
+        DefaultValue::Str(value) => Value::String(value.to_owned()),
+        DefaultValue::Null => Value::Null,
+        DefaultValue::EmptyList => Value::Array(Vec::new()),
     }
 }
 
