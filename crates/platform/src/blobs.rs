@@ -235,6 +235,16 @@ impl BlobStore {
     }
 }
 
+/// `n` bytes for people: `104857600 bytes (100 MiB)`, or `1000 bytes` when not whole MiB.
+pub(crate) fn describe_size(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{n} bytes ({} MiB)", n / MIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
 impl crate::State {
     /// The platform's blob store.
     pub(crate) fn blobs(&self) -> &BlobStore {
@@ -367,6 +377,15 @@ mod tests {
         for key in ["cv-1/a", "cv-1/b", "cv-2/a"] {
             assert!(blobs.open(key).await.unwrap().is_none(), "{key}");
         }
+    }
+
+    #[test]
+    fn describe_size_names_whole_mebibytes() {
+        assert_eq!(
+            describe_size(100 * 1024 * 1024),
+            "104857600 bytes (100 MiB)"
+        );
+        assert_eq!(describe_size(1024), "1024 bytes");
     }
 
     #[tokio::test]

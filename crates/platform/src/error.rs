@@ -48,7 +48,7 @@ pub enum Error {
     #[error("{0}")]
     TransitionNotAllowed(String),
     /// Engineer P2: an upload over the configured limit; nothing was stored.
-    #[error("the configuration archive is larger than the limit of {limit} bytes ({} MiB)", limit / (1024 * 1024))]
+    #[error("the configuration archive is larger than the limit of {}", crate::blobs::describe_size(*limit))]
     ArchiveTooLarge { limit: u64 },
     /// Engineer P2: an uploaded archive that is not a .tar.gz (the version is now `errored`).
     #[error("the configuration version errored: {0}")]

@@ -19,6 +19,7 @@
 //!   and so is removing the owners team's last member; anyone else needs membership
 //!   management, or is removing themselves. Removal takes the user out of every team of the
 //!   organization; a user created by an invitation who has no membership left is deleted.
+//! - Lists are in creation order (the store's create revision, which never ties).
 //! - `meta.status-counts` counts the memberships matching `q` and `filter[email]`, whatever
 //!   `filter[status]` says (so the counts are the tabs of one search); `total` is their sum.
 
@@ -328,8 +329,10 @@ pub(crate) async fn list_memberships(
         .filter(|q| !q.is_empty());
     caller.organization(&state, &name).await?;
 
-    let mut searched: Vec<MembershipRecord> = load_memberships(state.storage(), &name)
-        .await?
+    let mut stored = load_memberships(state.storage(), &name).await?;
+    // Creation order: the store's create revision is total (timestamps can tie).
+    stored.sort_by_key(|membership| membership.created);
+    let mut searched: Vec<MembershipRecord> = stored
         .into_iter()
         .map(|stored| stored.record)
         .filter(|m| matches_search(m, needle.as_deref(), emails.as_deref()))
@@ -340,7 +343,6 @@ pub(crate) async fn list_memberships(
         .count();
     let invited = searched.len() - active;
     searched.retain(|m| status.is_none_or(|status| m.status == status));
-    searched.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
 
     let on_page: Vec<&MembershipRecord> = searched[page.range(searched.len())].iter().collect();
     let (resources, included) = render_memberships(&state, &on_page, &includes).await?;
@@ -360,15 +362,13 @@ pub(crate) async fn list_own_memberships(
     query: Query,
 ) -> Result<JsonApi, Error> {
     let includes = query.includes(INCLUDES, &[])?;
-    let mut memberships: Vec<MembershipRecord> = match caller.user() {
-        Some(user) => load_user_memberships(state.storage(), &user.id)
-            .await?
-            .into_iter()
-            .map(|stored| stored.record)
-            .collect(),
+    let mut stored = match caller.user() {
+        Some(user) => load_user_memberships(state.storage(), &user.id).await?,
         None => Vec::new(),
     };
-    memberships.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+    stored.sort_by_key(|membership| membership.created);
+    let memberships: Vec<MembershipRecord> =
+        stored.into_iter().map(|stored| stored.record).collect();
     let refs: Vec<&MembershipRecord> = memberships.iter().collect();
     let (resources, included) = render_memberships(&state, &refs, &includes).await?;
     Ok(JsonApi::ok(document_with(

@@ -115,8 +115,7 @@ pub(crate) async fn list_user_tokens(
 ) -> Result<JsonApi, Error> {
     check_self(&caller, &user_id)?;
     let page = query.page(jsonapi::DEFAULT_PAGE_SIZE)?;
-    let mut tokens = load_user_tokens(state.storage(), &user_id).await?;
-    tokens.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+    let tokens = load_user_tokens(state.storage(), &user_id).await?;
     let path = format!("/api/v2/users/{user_id}/authentication-tokens");
     Ok(JsonApi::ok(paged(&tokens, page, &path, &query, |token| {
         token_resource(token, None)

@@ -67,6 +67,8 @@ pub(crate) const MAX_ATTEMPTS: usize = 16;
 pub(crate) struct Stored<T> {
     pub(crate) record: T,
     pub(crate) revision: Revision,
+    /// The revision that created the key: a total order of creation (timestamps can tie).
+    pub(crate) created: Revision,
 }
 
 /// An index record pointing at an id.
@@ -121,6 +123,7 @@ pub(crate) async fn load<T: DeserializeOwned>(
         Some(kv) => Ok(Some(Stored {
             record: decode(&kv.key, &kv.value)?,
             revision: kv.mod_revision,
+            created: kv.create_revision,
         })),
     }
 }
@@ -137,6 +140,7 @@ pub(crate) async fn load_all<T: DeserializeOwned>(
             Ok(Stored {
                 record: decode(&kv.key, &kv.value)?,
                 revision: kv.mod_revision,
+                created: kv.create_revision,
             })
         })
         .collect()

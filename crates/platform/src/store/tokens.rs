@@ -126,7 +126,7 @@ pub(crate) async fn load_indexed_token(
     }
 }
 
-/// A user's tokens, in id order.
+/// A user's tokens, in creation order.
 pub(crate) async fn load_user_tokens(
     storage: &dyn Storage,
     user_id: &str,
@@ -134,10 +134,11 @@ pub(crate) async fn load_user_tokens(
     let mut tokens = Vec::new();
     for index in super::load_all::<HashRef>(storage, &user_tokens_prefix(user_id)).await? {
         if let Some(token) = load_token_by_hash(storage, &index.record.hash).await? {
-            tokens.push(token.record);
+            tokens.push(token);
         }
     }
-    Ok(tokens)
+    tokens.sort_by_key(|token| token.created);
+    Ok(tokens.into_iter().map(|token| token.record).collect())
 }
 
 /// The puts that store `token` with its indexes.
