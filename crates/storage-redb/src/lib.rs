@@ -238,6 +238,16 @@ impl Shared {
             .ok_or(Error::Closed)
     }
 
+    /// Runs a point `query` in a fresh read transaction on the calling thread. A point read
+    /// touches a handful of B-tree pages, almost always in redb's cache, so it costs less than
+    /// the hand-off to the blocking pool (two thread switches) that `read` pays; range reads,
+    /// which can be large, keep using `read`.
+    fn read_inline<T>(&self, query: impl FnOnce(&Reader) -> Result<T>) -> Result<T> {
+        let db = self.db()?;
+        let reader = Reader::new(db.begin_read().or_backend()?);
+        query(&reader)
+    }
+
     /// Runs `query` in a fresh read transaction on the blocking pool.
     async fn read<T: Send + 'static>(
         &self,
@@ -267,8 +277,7 @@ impl History for Shared {
 #[async_trait]
 impl Storage for RedbStorage {
     async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        let key = key.to_vec();
-        self.inner.shared.read(move |reader| reader.get(&key)).await
+        self.inner.shared.read_inline(|reader| reader.get(key))
     }
 
     async fn scan(&self, range: KeyRange, limit: Option<usize>) -> Result<ScanResult> {
