@@ -88,6 +88,10 @@ struct Args {
     /// Extra request header, 'Name: value'; repeatable.
     #[arg(long = "header", value_parser = parse_header)]
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// File of 'Name: value' lines, one per connection: connection i also sends line
+    /// i mod (number of lines), e.g. a distinct bearer token per connection (plain mode only).
+    #[arg(long)]
+    conn_header_file: Option<String>,
     /// Statuses that count as success: a class like 2xx, or codes like 200,204 (default 2xx;
     /// not with --scenario).
     #[arg(long, value_parser = Expect::parse)]
@@ -111,6 +115,8 @@ struct Plan {
     method: Method,
     body: Bytes,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// Per-connection headers (`--conn-header-file`); connection i sends entry i mod len.
+    conn_headers: Vec<(HeaderName, HeaderValue)>,
     expect: Expect,
     timeout: Duration,
     per_conn_max: u64,
@@ -182,7 +188,7 @@ async fn connect(plan: &Plan) -> std::io::Result<SendRequest<Full<Bytes>>> {
     Ok(sender)
 }
 
-fn build_request(plan: &Plan) -> Request<Full<Bytes>> {
+fn build_request(plan: &Plan, conn: u64) -> Request<Full<Bytes>> {
     let mut req = Request::new(Full::new(plan.body.clone()));
     *req.method_mut() = plan.method.clone();
     *req.uri_mut() = plan
@@ -196,6 +202,11 @@ fn build_request(plan: &Plan) -> Request<Full<Bytes>> {
         HeaderValue::from_str(&plan.target.host).expect("authority is a valid header value"),
     );
     for (name, value) in &plan.headers {
+        h.append(name.clone(), value.clone());
+    }
+    if !plan.conn_headers.is_empty() {
+        let i = usize::try_from(conn).unwrap_or_default() % plan.conn_headers.len();
+        let (name, value) = &plan.conn_headers[i];
         h.append(name.clone(), value.clone());
     }
     req
@@ -213,7 +224,7 @@ async fn exchange(
     Ok(status)
 }
 
-async fn run_connection(plan: Arc<Plan>) -> Stats {
+async fn run_connection(plan: Arc<Plan>, conn: u64) -> Stats {
     let mut st = Stats::default();
     let mut sender: Option<SendRequest<Full<Bytes>>> = None;
     let mut sent: u64 = 0;
@@ -247,7 +258,7 @@ async fn run_connection(plan: Arc<Plan>) -> Stats {
                 }
             },
         };
-        let req = build_request(&plan);
+        let req = build_request(&plan, conn);
         sent += 1;
         let t0 = Instant::now();
         let deadline = (t0 + plan.timeout).min(plan.end);
@@ -342,9 +353,16 @@ fn real_main(args: Args) -> Result<(), String> {
             let method = args.method.as_deref().unwrap_or("GET");
             let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes())
                 .map_err(|e| format!("bad --method {method:?}: {e}"))?;
-            rt.block_on(run_plain(&args, target, method))
+            let conn_headers = match &args.conn_header_file {
+                None => Vec::new(),
+                Some(path) => read_conn_headers(path)?,
+            };
+            rt.block_on(run_plain(&args, target, method, conn_headers))
         }
         Some(scenario) => {
+            if args.conn_header_file.is_some() {
+                return Err("--conn-header-file does not apply with --scenario".into());
+            }
             if args.method.is_some() || args.body.is_some() || args.expect.is_some() {
                 return Err(
                     "--method, --body and --expect do not apply with --scenario (each step checks its own answer)"
@@ -456,8 +474,30 @@ async fn join_all(tasks: Vec<tokio::task::JoinHandle<Stats>>) -> Stats {
     total
 }
 
+/// `--conn-header-file`: one 'Name: value' header per non-empty line, at least one.
+fn read_conn_headers(path: &str) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--conn-header-file {path:?}: {e}"))?;
+    let headers = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            parse_header(line).map_err(|e| format!("--conn-header-file {path:?}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if headers.is_empty() {
+        return Err(format!("--conn-header-file {path:?} has no header lines"));
+    }
+    Ok(headers)
+}
+
 /// One fixed request per connection, in a closed loop.
-async fn run_plain(args: &Args, target: Target, method: Method) -> (Stats, f64) {
+async fn run_plain(
+    args: &Args,
+    target: Target,
+    method: Method,
+    conn_headers: Vec<(HeaderName, HeaderValue)>,
+) -> (Stats, f64) {
     let conns = u64::from(args.conns);
     let start = Instant::now();
     let warm_end = start + Duration::from_secs_f64(args.warmup);
@@ -466,6 +506,7 @@ async fn run_plain(args: &Args, target: Target, method: Method) -> (Stats, f64) 
         method,
         body: Bytes::from(args.body.clone().unwrap_or_default()),
         headers: args.headers.clone(),
+        conn_headers,
         expect: args.expect.clone().unwrap_or(Expect::Class(2)),
         timeout: Duration::from_secs_f64(args.timeout),
         per_conn_max: args.max_requests.div_ceil(conns),
@@ -473,7 +514,7 @@ async fn run_plain(args: &Args, target: Target, method: Method) -> (Stats, f64) 
         end: warm_end + Duration::from_secs_f64(args.duration),
     });
     let tasks: Vec<_> = (0..conns)
-        .map(|_| tokio::spawn(run_connection(Arc::clone(&plan))))
+        .map(|conn| tokio::spawn(run_connection(Arc::clone(&plan), conn)))
         .collect();
     let total = join_all(tasks).await;
     let secs = measured_secs(&total, warm_end, args.duration);

@@ -69,6 +69,15 @@ pub(crate) struct DevArgs {
         default_value = "127.0.0.1:8080"
     )]
     pub(crate) platform_addr: SocketAddr,
+    /// The platform's per-user API rate limiting (30 requests/s, as TFE): true or false.
+    #[arg(
+        long,
+        env = "CAIRN_PLATFORM_RATE_LIMITING",
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub(crate) platform_rate_limiting: bool,
     #[command(flatten)]
     pub(crate) log: LogArgs,
 }

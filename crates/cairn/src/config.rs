@@ -149,6 +149,7 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
         data_dir: DataDir::Kept(resolve(config.data_dir)),
         services,
         dev_root_token: None,
+        platform_rate_limiting: true,
     })
 }
 

@@ -41,6 +41,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
             listen(ServiceKind::Platform, args.platform_addr),
         ],
         dev_root_token: Some(root_token),
+        platform_rate_limiting: args.platform_rate_limiting,
     };
     wiring::run(plan).await
 }

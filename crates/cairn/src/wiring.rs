@@ -95,6 +95,8 @@ pub(crate) struct Plan {
     pub(crate) services: Vec<Listen>,
     /// `cairn dev`'s bootstrap token, given to every service.
     pub(crate) dev_root_token: Option<String>,
+    /// The platform's API rate limiting (TFE's `api-rate-limiting-enabled`; on by default).
+    pub(crate) platform_rate_limiting: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -346,6 +348,7 @@ async fn build_service(
             let config = platform::Config {
                 dev_root_token,
                 blob_dir: plan.data_dir.path().join("blobs"),
+                api_rate_limiting_enabled: plan.platform_rate_limiting,
                 ..platform::Config::default()
             };
             let opened = platform::State::open(storage, config)

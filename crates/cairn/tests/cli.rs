@@ -399,3 +399,29 @@ async fn futures_join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Out
     }
     out
 }
+
+async fn statuses_of_a_burst(cairn: &Cairn, n: usize) -> Vec<u16> {
+    let client = http();
+    let url = cairn.url("platform", "/api/v2/account/details");
+    let token = cairn.token.clone().unwrap();
+    let mut statuses = Vec::with_capacity(n);
+    for _ in 0..n {
+        let response = client.get(&url).bearer_auth(&token).send().await.unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn dev_platform_rate_limiting_is_on_by_default_and_can_be_turned_off() {
+    let limited = Cairn::dev(&[]).await;
+    let statuses = statuses_of_a_burst(&limited, 120).await;
+    assert_eq!(statuses[0], 200);
+    assert!(statuses.contains(&429), "{statuses:?}");
+    limited.stop().await;
+
+    let unlimited = Cairn::dev(&["--platform-rate-limiting", "false"]).await;
+    let statuses = statuses_of_a_burst(&unlimited, 120).await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    unlimited.stop().await;
+}

@@ -56,12 +56,20 @@ impl FromRequestParts<State> for Caller {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Caller, Error> {
+        if let Some(ResolvedCaller(resolved)) = parts.extensions.remove::<ResolvedCaller>() {
+            return resolved.ok_or(Error::Unauthorized);
+        }
         let secret = http_kit::bearer_token(&parts.headers).ok_or(Error::Unauthorized)?;
         Caller::resolve(state, secret)
             .await?
             .ok_or(Error::Unauthorized)
     }
 }
+
+/// The bearer token's resolution, left in the request's extensions by the rate limiter
+/// (`rate_limit.rs`) so the [`Caller`] extractor does not look the token up again.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedCaller(pub(crate) Option<Caller>);
 
 /// The caller when a bearer token was sent, `None` when none was; an invalid token is still
 /// a 401. For endpoints that accept another proof (an invitation token).

@@ -58,6 +58,9 @@ pub enum Error {
     UnsupportedMediaType,
     #[error("method not allowed")]
     MethodNotAllowed,
+    /// Over the caller's API rate limit (`rate_limit.rs` adds the rate-limit headers).
+    #[error("You have exceeded the API's rate limit.")]
+    TooManyRequests,
     /// A compare-and-swap loop kept losing to concurrent writers.
     #[error("the resource changed concurrently; retry the request")]
     Contention,
@@ -109,6 +112,7 @@ impl Error {
             Error::InvalidArchive(_) => "invalid archive".to_owned(),
             Error::UnsupportedMediaType => "unsupported media type".to_owned(),
             Error::MethodNotAllowed => "method not allowed".to_owned(),
+            Error::TooManyRequests => "Too many requests".to_owned(),
             Error::Rejected(_)
             | Error::CorruptRecord { .. }
             | Error::Internal(_)
@@ -132,6 +136,7 @@ impl ApiError for Error {
             }
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             Error::Rejected(rejection) => match rejection {
                 // JSON:API reports unreadable documents as 422 on TFE.
                 Rejection::MalformedJson(_) => StatusCode::UNPROCESSABLE_ENTITY,

@@ -28,6 +28,7 @@ mod invitations;
 mod memberships;
 mod organizations;
 mod ping;
+mod rate_limit;
 mod render;
 mod request;
 mod routes;
@@ -52,13 +53,14 @@ use storage::Storage;
 
 pub use bootstrap::{ADMIN_EMAIL, ADMIN_USERNAME};
 pub use error::Error;
+pub use rate_limit::MIN_RATE_LIMIT;
 pub use routes::router;
 
 /// The JSON:API version this server speaks, sent as `TFP-API-Version`.
 pub const API_VERSION: &str = "2.5";
 
 /// How the platform is started.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// `cairn dev`: the site administrator's token (a user token of [`ADMIN_USERNAME`]).
     pub dev_root_token: Option<String>,
@@ -69,6 +71,27 @@ pub struct Config {
     /// The largest configuration archive accepted, in bytes (`None`: 100 MiB); larger uploads
     /// are answered 422.
     pub max_upload_bytes: Option<u64>,
+    /// TFE's general setting `api-rate-limit`: requests per second per caller (per token
+    /// owner; anonymous callers per client IP). Default 30; values under
+    /// [`MIN_RATE_LIMIT`] (30) are raised to it. Changeable at runtime:
+    /// [`State::set_api_rate_limit`].
+    pub api_rate_limit: u32,
+    /// TFE's general setting `api-rate-limiting-enabled` (default true); runtime:
+    /// [`State::set_api_rate_limiting_enabled`].
+    pub api_rate_limiting_enabled: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            dev_root_token: None,
+            limits: Limits::default(),
+            blob_dir: PathBuf::new(),
+            max_upload_bytes: None,
+            api_rate_limit: MIN_RATE_LIMIT,
+            api_rate_limiting_enabled: true,
+        }
+    }
 }
 
 /// Organization limits; an invitation past one is answered 400.
@@ -100,6 +123,8 @@ struct Inner {
     /// created on first use (`signed_url.rs`).
     blobs: blobs::BlobStore,
     signer: tokio::sync::OnceCell<signed_url::Signer>,
+    /// The live rate-limit settings and buckets (`rate_limit.rs`).
+    rate_limiter: rate_limit::RateLimiter,
 }
 
 /// What [`State::open`] returns.
@@ -125,6 +150,10 @@ impl State {
                         .unwrap_or(blobs::DEFAULT_MAX_UPLOAD_BYTES),
                 ),
                 signer: tokio::sync::OnceCell::new(),
+                rate_limiter: rate_limit::RateLimiter::new(
+                    config.api_rate_limit,
+                    config.api_rate_limiting_enabled,
+                ),
                 storage,
                 config,
             }),
@@ -142,5 +171,29 @@ impl State {
 
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    pub(crate) fn rate_limiter(&self) -> &rate_limit::RateLimiter {
+        &self.inner.rate_limiter
+    }
+
+    /// The effective API rate limit, in requests per second per caller.
+    pub fn api_rate_limit(&self) -> u32 {
+        self.inner.rate_limiter.limit()
+    }
+
+    /// Changes the API rate limit at runtime; values under [`MIN_RATE_LIMIT`] are raised.
+    pub fn set_api_rate_limit(&self, limit: u32) {
+        self.inner.rate_limiter.set_limit(limit);
+    }
+
+    /// Whether API rate limiting is on.
+    pub fn api_rate_limiting_enabled(&self) -> bool {
+        self.inner.rate_limiter.enabled()
+    }
+
+    /// Turns API rate limiting on or off at runtime.
+    pub fn set_api_rate_limiting_enabled(&self, enabled: bool) {
+        self.inner.rate_limiter.set_enabled(enabled);
     }
 }

@@ -5,23 +5,32 @@
 //! (go-tfe sizes its token bucket from it), `X-TFE-Version` and `X-TFE-Current-Version`.
 
 use axum::response::{IntoResponse, Response};
-use http::StatusCode;
+use http::{HeaderValue, StatusCode};
 
-/// The rate limit advertised to clients, per second.
-const RATE_LIMIT: &str = "30";
+use crate::State;
 
-/// `GET /api/v2/ping`: 204 with the discovery headers.
-pub(crate) async fn ping() -> Response {
+/// `GET /api/v2/ping`: 204 with the discovery headers; `X-RateLimit-Limit` is the configured
+/// per-caller limit (ping itself is never limited).
+pub(crate) async fn ping(axum::extract::State(state): axum::extract::State<State>) -> Response {
     (
         StatusCode::NO_CONTENT,
         [
-            ("tfp-appname", "Terraform Enterprise"),
-            ("x-ratelimit-limit", RATE_LIMIT),
+            (
+                "x-ratelimit-limit",
+                HeaderValue::from(state.api_rate_limit()),
+            ),
+            (
+                "tfp-appname",
+                HeaderValue::from_static("Terraform Enterprise"),
+            ),
             (
                 "x-tfe-version",
-                concat!("cairn-", env!("CARGO_PKG_VERSION")),
+                HeaderValue::from_static(concat!("cairn-", env!("CARGO_PKG_VERSION"))),
             ),
-            ("x-tfe-current-version", env!("CARGO_PKG_VERSION")),
+            (
+                "x-tfe-current-version",
+                HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
+            ),
         ],
     )
         .into_response()

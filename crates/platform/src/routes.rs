@@ -10,7 +10,8 @@
 //!   without the JSON:API content type; their own body limits.
 //!
 //! Unknown paths answer a JSON:API 404 and wrong methods a JSON:API 405; every response gets
-//! `TFP-API-Version`.
+//! `TFP-API-Version`. Every request except ping and the signed URLs passes the per-caller rate
+//! limiter first (`rate_limit.rs`).
 
 use axum::Router;
 use axum::extract::Request;
@@ -23,7 +24,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
     API_VERSION, Error, State, configuration_versions, invitations, memberships, objects,
-    organizations, ping, runs, teams, tokens, users, workspaces,
+    organizations, ping, rate_limit, runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -206,7 +207,12 @@ pub fn router(state: State) -> Router {
         .merge(blobs)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+        .with_state(state.clone())
+        // Per-caller rate limiting (rate_limit.rs); exempts ping and the signed blob URLs.
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            rate_limit::rate_limit,
+        ))
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("tfp-api-version"),
             HeaderValue::from_static(API_VERSION),

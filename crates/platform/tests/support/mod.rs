@@ -59,10 +59,13 @@ impl Answer {
 }
 
 impl TestPlatform {
-    /// A platform with the dev root token [`ROOT`] and default limits.
+    /// A platform with the dev root token [`ROOT`] and default limits, API rate limiting
+    /// off (tests send many requests with one token in a tight loop; `rate_limit.rs` tests
+    /// the limiter with [`TestPlatform::with_config`]).
     pub(crate) async fn new() -> TestPlatform {
         TestPlatform::with_config(Config {
             dev_root_token: Some(ROOT.to_owned()),
+            api_rate_limiting_enabled: false,
             ..Config::default()
         })
         .await
