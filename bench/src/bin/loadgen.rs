@@ -476,14 +476,12 @@ async fn join_all(tasks: Vec<tokio::task::JoinHandle<Stats>>) -> Stats {
 
 /// `--conn-header-file`: one 'Name: value' header per non-empty line, at least one.
 fn read_conn_headers(path: &str) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--conn-header-file {path:?}: {e}"))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--conn-header-file {path:?}: {e}"))?;
     let headers = text
         .lines()
         .filter(|line| !line.trim().is_empty())
-        .map(|line| {
-            parse_header(line).map_err(|e| format!("--conn-header-file {path:?}: {e}"))
-        })
+        .map(|line| parse_header(line).map_err(|e| format!("--conn-header-file {path:?}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     if headers.is_empty() {
         return Err(format!("--conn-header-file {path:?} has no header lines"));
@@ -1065,5 +1063,25 @@ mod tests {
         ];
         let err = real_main(Args::try_parse_from(argv).unwrap()).unwrap_err();
         assert!(err.contains("must have no path"), "{err}");
+    }
+
+    #[test]
+    fn conn_header_file_gives_one_header_per_line() {
+        let dir = std::env::temp_dir().join(format!("loadgen-conn-headers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("tokens");
+        std::fs::write(
+            &file,
+            "Authorization: Bearer a\n\nAuthorization: Bearer b\n",
+        )
+        .unwrap();
+        let headers = read_conn_headers(file.to_str().unwrap()).unwrap();
+        assert_eq!(headers.len(), 2);
+        assert_eq!(headers[1].1, "Bearer b");
+        std::fs::write(&file, "\n").unwrap();
+        assert!(read_conn_headers(file.to_str().unwrap()).is_err());
+        std::fs::write(&file, "no colon\n").unwrap();
+        assert!(read_conn_headers(file.to_str().unwrap()).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
