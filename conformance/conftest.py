@@ -232,12 +232,14 @@ def tfe(cairn: Cairn):
     # pytfe's address is the bare origin: HTTPTransport joins it with paths that
     # already start with /api/v2/ (urljoin(address, path.lstrip("/"))), plain
     # http:// works, and TFEClient() makes no request when it is built (there is
-    # no ping call). max_retries=0 so a 5xx fails at once instead of after ~15 s
-    # of backoff; tests of retry behaviour build their own client.
+    # no ping call). The platform rate-limits like TFE (30 requests/s per user) and
+    # the whole suite shares the root token, so pytfe must do what it does against
+    # TFE: retry a 429 after Retry-After. max_retries=3 keeps a real 5xx failing
+    # after a few seconds of backoff rather than ~15 s.
     from pytfe import TFEClient, TFEConfig
 
     client = TFEClient(
-        TFEConfig(address=cairn.urls["platform"], token=cairn.root_token, timeout=10, max_retries=0, ca_bundle=None)
+        TFEConfig(address=cairn.urls["platform"], token=cairn.root_token, timeout=10, max_retries=3, ca_bundle=None)
     )
     yield client
     client.close()
