@@ -14,7 +14,10 @@
 //! - The scheduler crate never depends on another service crate.
 
 mod agent;
+pub mod diff;
 mod error;
+pub mod filter;
+pub mod jobspec;
 mod routes;
 
 use std::sync::Arc;
