@@ -334,16 +334,22 @@ async fn build_service(
                 background: vec![loops],
             }
         }
-        ServiceKind::Scheduler => Built {
-            router: scheduler::router(scheduler::State::new(
-                storage,
-                scheduler::Config {
-                    client_enabled: false,
-                    dev_root_token,
-                },
-            )),
-            background: Vec::new(),
-        },
+        ServiceKind::Scheduler => {
+            let config = scheduler::Config {
+                client_enabled: false,
+                acl_enabled: dev_root_token.is_some(),
+                dev_root_token,
+                ..scheduler::Config::default()
+            };
+            let state = scheduler::State::open(storage, config)
+                .await
+                .map_err(|err| failed(err.to_string()))?;
+            let loops = scheduler::run_tasks(state.clone(), shutdown.clone()).boxed();
+            Built {
+                router: scheduler::router(state),
+                background: vec![loops],
+            }
+        }
         ServiceKind::Platform => {
             let config = platform::Config {
                 dev_root_token,

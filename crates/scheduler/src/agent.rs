@@ -31,3 +31,19 @@ pub(crate) async fn read_health(State(state): State<crate::State>) -> Json<Agent
         server: ok(),
     })
 }
+pub(crate) async fn read_leader() -> crate::Error {
+    crate::Error::NoRoute
+}
+
+pub(crate) async fn read_peers() -> crate::Error {
+    crate::Error::NoRoute
+}
+
+pub(crate) async fn read_self() -> crate::Error {
+    crate::Error::NoRoute
+}
+
+pub(crate) async fn list_regions() -> crate::Error {
+    crate::Error::NoRoute
+}
+

@@ -15,6 +15,25 @@ pub enum Error {
     MethodNotAllowed,
     #[error("{0}")]
     Rejected(Rejection),
+    /// Bad input: the message says what is wrong.
+    #[error("{0}")]
+    BadRequest(String),
+    /// An unknown object: the message names it (`job not found`, `alloc not found`...).
+    #[error("{0}")]
+    NotFound(String),
+    /// A write whose precondition no longer holds (EnforceIndex, a refused plan).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("Permission denied")]
+    PermissionDenied,
+    /// No or an unknown token where one is needed.
+    #[error("ACL token not found")]
+    TokenNotFound,
+    /// The state writer has stopped (the server is shutting down).
+    #[error("the scheduler is shutting down")]
+    ShuttingDown,
+    #[error("internal error: {0}")]
+    Internal(String),
     #[error(transparent)]
     Storage(#[from] storage::Error),
 }
@@ -22,11 +41,19 @@ pub enum Error {
 impl ApiError for Error {
     fn status(&self) -> StatusCode {
         match self {
-            Error::NoRoute => StatusCode::NOT_FOUND,
+            Error::NoRoute | Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::Rejected(rejection) => rejection.status(),
-            Error::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::PermissionDenied | Error::TokenNotFound => StatusCode::FORBIDDEN,
+            Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Internal(_) | Error::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
+    }
+
+    fn is_public(&self) -> bool {
+        matches!(self, Error::ShuttingDown)
     }
 
     fn render(&self, status: StatusCode, public_message: &str) -> Response {

@@ -2,38 +2,91 @@
 //! 127.0.0.1:4646).
 //!
 //! Request flow: `cairn` binds the listener and serves [`router`]; `routes.rs` lists every
-//! (method, path); handlers live in one file per URL family (`agent.rs` for `/v1/agent/*`);
-//! errors go through [`Error`], rendered as Nomad's plain text.
+//! (method, path); handlers live in one file per URL family (`jobs.rs` for `/v1/jobs` and
+//! `/v1/job/*`, `allocations.rs`, `nodes.rs`, `namespaces.rs`, `acl/`, `client_rpc.rs` for the
+//! cairn-internal client protocol, `agent.rs`); errors go through [`Error`], rendered as Nomad's
+//! plain text.
 //!
-//! What exists today: `/v1/agent/health`. Jobs, evaluations, placement, nodes and allocations
-//! arrive with the job-scheduler issue; the client that runs tasks goes in `scheduler-agent`.
+//! Writes go to the state writer (`state/`), which batches commands into one storage
+//! transaction and publishes immutable snapshots; reads work on a snapshot. Every change that
+//! needs scheduling writes an evaluation; the broker (`broker.rs`) hands evaluations to the
+//! workers (`tasks/worker.rs`), which run the pure placement (`placement/`) and send the plan
+//! back to the writer's plan applier. Clients (crate `scheduler-agent`) register nodes,
+//! heartbeat (`tasks/heartbeat.rs` marks silent nodes down), pull their allocations and report
+//! task states.
 //!
 //! Invariants:
 //! - Everything this crate stores lives under the `scheduler/` key prefix.
 //! - Placement stays a pure function over a state snapshot (no I/O in `placement/`).
+//! - Every background timer (heartbeats, delayed evaluations) is rebuilt from storage at start.
 //! - The scheduler crate never depends on another service crate.
 
+pub mod acl;
 mod agent;
+mod allocations;
+mod blocking;
+pub mod broker;
+mod client_rpc;
+mod clock;
 pub mod diff;
 mod error;
 pub mod filter;
+mod jobs;
 pub mod jobspec;
+mod meta;
+mod namespaces;
+mod nodes;
+pub mod placement;
 mod routes;
+pub mod state;
+pub mod structs;
+mod tasks;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use storage::Storage;
+use tokio_util::sync::CancellationToken;
 
+pub use broker::Broker;
+pub use clock::now_nanos;
 pub use error::Error;
 pub use routes::router;
+pub use state::StateStore;
+pub use tasks::heartbeat::Heartbeats;
 
 /// How the scheduler is started.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Config {
-    /// Whether a client runs in this process (`cairn dev` runs one once it exists).
+    /// Whether a client runs in this process (`cairn dev`).
     pub client_enabled: bool,
-    /// `cairn dev`: the bootstrap ACL token.
+    /// `cairn dev`: the bootstrap ACL token (a management token).
     pub dev_root_token: Option<String>,
+    /// Whether ACLs are enforced (on in `cairn dev`, with the root token as management token).
+    pub acl_enabled: bool,
+    pub region: String,
+    pub datacenter: String,
+    /// The heartbeat TTL given to clients (Nomad's `min_heartbeat_ttl`, 10 s).
+    pub heartbeat_ttl: Duration,
+    /// Extra time before a silent node is marked down (Nomad's `heartbeat_grace`, 10 s).
+    pub heartbeat_grace: Duration,
+    /// Scheduling workers (Nomad's `num_schedulers`).
+    pub workers: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            client_enabled: false,
+            dev_root_token: None,
+            acl_enabled: false,
+            region: "global".to_owned(),
+            datacenter: "dc1".to_owned(),
+            heartbeat_ttl: Duration::from_secs(10),
+            heartbeat_grace: Duration::from_secs(10),
+            workers: 2,
+        }
+    }
 }
 
 /// Shared state of the scheduler; cheap to clone.
@@ -44,22 +97,90 @@ pub struct State {
 
 #[derive(Debug)]
 struct Inner {
-    #[allow(
-        dead_code,
-        reason = "jobs and allocations of the job-scheduler issue write through it"
-    )]
     storage: Arc<dyn Storage>,
     config: Config,
+    store: StateStore,
+    broker: Broker,
+    heartbeats: Heartbeats,
+    /// Cancelled when the server stops (ends blocking queries early).
+    shutdown: CancellationToken,
 }
 
 impl State {
-    pub fn new(storage: Arc<dyn Storage>, config: Config) -> State {
-        State {
-            inner: Arc::new(Inner { storage, config }),
-        }
+    /// Loads the scheduler's state from storage and queues every pending evaluation.
+    pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<State, Error> {
+        let store = StateStore::open(Arc::clone(&storage)).await?;
+        let broker = Broker::new();
+        let sink = broker.clone();
+        store.set_pending_sink(Box::new(move |evals| sink.enqueue(evals)));
+        let pending = store
+            .snapshot()
+            .evals
+            .values()
+            .filter(|eval| eval.status == structs::EVAL_STATUS_PENDING)
+            .cloned()
+            .collect();
+        broker.enqueue(pending);
+        Ok(State {
+            inner: Arc::new(Inner {
+                storage,
+                config,
+                store,
+                broker,
+                heartbeats: Heartbeats::default(),
+                shutdown: CancellationToken::new(),
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &StateStore {
+        &self.inner.store
+    }
+
+    pub fn broker(&self) -> &Broker {
+        &self.inner.broker
+    }
+
+    pub fn heartbeats(&self) -> &Heartbeats {
+        &self.inner.heartbeats
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.inner.storage
+    }
+
+    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    /// The TTL handed to clients.
+    pub fn heartbeat_ttl(&self) -> Duration {
+        self.inner.config.heartbeat_ttl
     }
 
     fn client_enabled(&self) -> bool {
         self.inner.config.client_enabled
     }
+}
+
+/// Runs the scheduler's background loops (state writer, workers, heartbeat monitor) until
+/// `shutdown`.
+pub async fn run_tasks(state: State, shutdown: CancellationToken) {
+    let workers = futures::future::join_all(
+        (0..state.config().workers.max(1)).map(|_| tasks::worker::run(state.clone(), shutdown.clone())),
+    );
+    let stop_queries = async {
+        shutdown.cancelled().await;
+        state.shutdown_token().cancel();
+    };
+    tokio::join!(
+        state::run_writer(state.store().clone(), shutdown.clone()),
+        workers,
+        tasks::heartbeat::run(state.clone(), shutdown.clone()),
+        stop_queries,
+    );
 }

@@ -1,11 +1,13 @@
 //! Every route of the scheduler, in one table.
 //!
-//! Unknown paths answer 404 and wrong methods 405, both in Nomad's plain-text shape.
+//! Unknown paths answer 404 and wrong methods 405, both in Nomad's plain-text shape. Paths
+//! take the job or allocation ID as one segment; Nomad's job IDs may contain `/` only when
+//! URL-encoded (`%2F`), which axum decodes.
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post, put};
 
-use crate::{Error, State, agent};
+use crate::{Error, State, acl, agent, allocations, client_rpc, jobs, namespaces, nodes};
 
 /// Header pairs (canonical prefix, upstream alias) for DESIGN.md decision 1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-scheduler-", "x-nomad-")];
@@ -13,8 +15,83 @@ const HEADER_ALIASES: &[(&str, &str)] = &[("x-scheduler-", "x-nomad-")];
 /// The scheduler's router, with its state applied.
 pub fn router(state: State) -> Router {
     let routes = Router::new()
-        // Unauthenticated:
+        // Agent and status (unauthenticated):
         .route("/v1/agent/health", get(agent::read_health))
+        .route("/v1/status/leader", get(agent::read_leader))
+        .route("/v1/status/peers", get(agent::read_peers))
+        .route("/v1/agent/self", get(agent::read_self))
+        .route("/v1/regions", get(agent::list_regions))
+        // Jobs (jobs.rs):
+        .route("/v1/jobs", get(jobs::list).post(jobs::register).put(jobs::register))
+        .route("/v1/jobs/parse", post(jobs::parse).put(jobs::parse))
+        .route(
+            "/v1/job/{job_id}",
+            get(jobs::read)
+                .post(jobs::register_at)
+                .put(jobs::register_at)
+                .delete(jobs::deregister),
+        )
+        .route("/v1/job/{job_id}/submission", get(jobs::submission))
+        .route("/v1/job/{job_id}/versions", get(jobs::versions))
+        .route("/v1/job/{job_id}/allocations", get(jobs::allocations))
+        .route("/v1/job/{job_id}/evaluations", get(jobs::evaluations))
+        .route("/v1/job/{job_id}/summary", get(jobs::summary))
+        // Allocations and evaluations (allocations.rs):
+        .route("/v1/allocations", get(allocations::list))
+        .route("/v1/allocation/{alloc_id}", get(allocations::read))
+        .route(
+            "/v1/allocation/{alloc_id}/stop",
+            post(allocations::stop).put(allocations::stop),
+        )
+        .route("/v1/evaluations", get(allocations::list_evaluations))
+        .route("/v1/evaluation/{eval_id}", get(allocations::read_evaluation))
+        // Nodes and node pools (nodes.rs):
+        .route("/v1/nodes", get(nodes::list))
+        .route("/v1/node/{node_id}", get(nodes::read))
+        .route("/v1/node/{node_id}/allocations", get(nodes::allocations))
+        .route("/v1/node/pools", get(nodes::list_pools))
+        .route("/v1/node/pool/{pool}", get(nodes::read_pool))
+        // The cairn-internal client protocol (client_rpc.rs):
+        .route("/v1/internal/node/register", put(client_rpc::register).post(client_rpc::register))
+        .route(
+            "/v1/internal/node/{node_id}/heartbeat",
+            put(client_rpc::heartbeat).post(client_rpc::heartbeat),
+        )
+        .route("/v1/internal/node/{node_id}/allocations", get(client_rpc::allocations))
+        .route(
+            "/v1/internal/allocations",
+            put(client_rpc::update_allocations).post(client_rpc::update_allocations),
+        )
+        // ACL (acl/):
+        .route("/v1/acl/bootstrap", post(acl::bootstrap).put(acl::bootstrap))
+        .route("/v1/acl/policies", get(acl::list_policies))
+        .route(
+            "/v1/acl/policy/{name}",
+            get(acl::read_policy)
+                .post(acl::write_policy)
+                .put(acl::write_policy)
+                .delete(acl::delete_policy),
+        )
+        .route("/v1/acl/tokens", get(acl::list_tokens))
+        .route("/v1/acl/token", post(acl::create_token).put(acl::create_token))
+        .route("/v1/acl/token/self", get(acl::read_self_token))
+        .route(
+            "/v1/acl/token/{accessor_id}",
+            get(acl::read_token)
+                .post(acl::update_token)
+                .put(acl::update_token)
+                .delete(acl::delete_token),
+        )
+        // Namespaces (namespaces.rs):
+        .route("/v1/namespaces", get(namespaces::list))
+        .route("/v1/namespace", post(namespaces::write).put(namespaces::write))
+        .route(
+            "/v1/namespace/{name}",
+            get(namespaces::read)
+                .post(namespaces::write_named)
+                .put(namespaces::write_named)
+                .delete(namespaces::delete),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state);

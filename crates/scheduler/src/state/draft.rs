@@ -1,0 +1,230 @@
+//! A draft of the next snapshot: the only way the state changes.
+//!
+//! Every mutation method changes the in-memory tables, keeps the secondary indexes
+//! (`allocs_by_node`, `allocs_by_job`, `node_usage`) in step, stamps the table index, and
+//! records the storage operation that makes the change durable. The writer commits the
+//! recorded operations in one transaction and only then publishes the draft's snapshot.
+
+use std::sync::Arc;
+
+use storage::Op;
+
+use super::{Snapshot, keys};
+use crate::Error;
+use crate::structs::{Allocation, Evaluation, Job, JobKey, JobSubmission, Node};
+
+#[derive(Debug)]
+pub(crate) struct Draft {
+    pub(crate) snap: Snapshot,
+    pub(crate) ops: Vec<Op>,
+    /// Evaluations written with status pending (the broker is told after the commit).
+    pub(crate) pending_evals: Vec<Arc<Evaluation>>,
+    /// Whether capacity may have been freed or added (blocked evaluations get another run).
+    pub(crate) capacity_changed: bool,
+}
+
+/// A draft's state before a command (O(1): the snapshot's maps are persistent).
+#[derive(Debug)]
+pub(crate) struct Checkpoint {
+    snap: Snapshot,
+    ops: usize,
+    pending_evals: usize,
+    capacity_changed: bool,
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(value).map_err(|err| Error::Internal(format!("encoding a record: {err}")))
+}
+
+impl Draft {
+    pub(crate) fn new(snap: Snapshot) -> Draft {
+        Draft {
+            snap,
+            ops: Vec::new(),
+            pending_evals: Vec::new(),
+            capacity_changed: false,
+        }
+    }
+
+    /// Where the draft stands, to roll a failed command back to.
+    pub(crate) fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            snap: self.snap.clone(),
+            ops: self.ops.len(),
+            pending_evals: self.pending_evals.len(),
+            capacity_changed: self.capacity_changed,
+        }
+    }
+
+    pub(crate) fn rollback(&mut self, checkpoint: Checkpoint) {
+        self.snap = checkpoint.snap;
+        self.ops.truncate(checkpoint.ops);
+        self.pending_evals.truncate(checkpoint.pending_evals);
+        self.capacity_changed = checkpoint.capacity_changed;
+    }
+
+    /// The index this draft's writes get.
+    pub(crate) fn index(&self) -> u64 {
+        self.snap.index
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(Op::Put { key, value });
+    }
+
+    fn delete(&mut self, key: Vec<u8>) {
+        self.ops.push(Op::Delete { key });
+    }
+
+    /// Stores a job version and makes it the latest.
+    pub(crate) fn put_job(&mut self, job: Job) -> Result<Arc<Job>, Error> {
+        let key = job.key();
+        self.put(keys::job_version(&key, job.version), encode(&job)?);
+        let job = Arc::new(job);
+        self.snap
+            .job_versions
+            .insert((key.clone(), job.version), Arc::clone(&job));
+        self.snap.jobs.insert(key.clone(), Arc::clone(&job));
+        self.snap.tables.jobs = self.index();
+        self.trim_versions(&key);
+        Ok(job)
+    }
+
+    /// Drops versions (and submissions) beyond the retained count, oldest first.
+    fn trim_versions(&mut self, key: &JobKey) {
+        let versions: Vec<u64> = self
+            .snap
+            .job_versions
+            .range((key.clone(), 0)..=(key.clone(), u64::MAX))
+            .map(|((_, version), _)| *version)
+            .collect();
+        let excess = versions.len().saturating_sub(super::TRACKED_VERSIONS);
+        for version in versions.into_iter().take(excess) {
+            self.snap.job_versions.remove(&(key.clone(), version));
+            self.delete(keys::job_version(key, version));
+            if self
+                .snap
+                .submissions
+                .remove(&(key.clone(), version))
+                .is_some()
+            {
+                self.delete(keys::submission(key, version));
+            }
+        }
+    }
+
+    /// Removes a job and all its versions and submissions (purge). Allocations stay.
+    pub(crate) fn purge_job(&mut self, key: &JobKey) {
+        self.snap.jobs.remove(key);
+        let versions: Vec<u64> = self
+            .snap
+            .job_versions
+            .range((key.clone(), 0)..=(key.clone(), u64::MAX))
+            .map(|((_, version), _)| *version)
+            .collect();
+        for version in versions {
+            self.snap.job_versions.remove(&(key.clone(), version));
+            self.delete(keys::job_version(key, version));
+            if self
+                .snap
+                .submissions
+                .remove(&(key.clone(), version))
+                .is_some()
+            {
+                self.delete(keys::submission(key, version));
+            }
+        }
+        self.snap.tables.jobs = self.index();
+    }
+
+    pub(crate) fn put_submission(&mut self, submission: JobSubmission) -> Result<(), Error> {
+        let key = JobKey::new(&submission.namespace, &submission.job_id);
+        self.put(keys::submission(&key, submission.version), encode(&submission)?);
+        self.snap
+            .submissions
+            .insert((key, submission.version), Arc::new(submission));
+        Ok(())
+    }
+
+    /// Inserts or replaces an allocation, keeping the node and job indexes and the node's
+    /// usage in step.
+    pub(crate) fn put_alloc(&mut self, mut alloc: Allocation) -> Result<Arc<Allocation>, Error> {
+        let index = self.index();
+        alloc.job = None;
+        let old = self.snap.allocs.get(&alloc.id).cloned();
+        match &old {
+            Some(old) => {
+                alloc.create_index = old.create_index;
+                if alloc.create_time == 0 {
+                    alloc.create_time = old.create_time;
+                }
+            }
+            None => {
+                alloc.create_index = index;
+                alloc.alloc_modify_index = index;
+            }
+        }
+        alloc.modify_index = index;
+        self.put(keys::alloc(&alloc.id), encode(&alloc)?);
+        let alloc = Arc::new(alloc);
+        if let Some(old) = &old {
+            if !old.terminal() {
+                let mut usage = self.snap.node_used(&old.node_id);
+                usage.subtract(&old.allocated_resources.comparable());
+                self.snap.node_usage.insert(old.node_id.clone(), usage);
+            }
+            if old.terminal() != alloc.terminal() {
+                self.capacity_changed = true;
+            }
+        }
+        if !alloc.terminal() {
+            let mut usage = self.snap.node_used(&alloc.node_id);
+            usage.add(&alloc.allocated_resources.comparable());
+            self.snap.node_usage.insert(alloc.node_id.clone(), usage);
+        }
+        self.snap
+            .allocs_by_node
+            .entry(alloc.node_id.clone())
+            .or_default()
+            .insert(alloc.id.clone());
+        self.snap
+            .allocs_by_job
+            .entry(JobKey::new(&alloc.namespace, &alloc.job_id))
+            .or_default()
+            .insert(alloc.id.clone());
+        self.snap.allocs.insert(alloc.id.clone(), Arc::clone(&alloc));
+        self.snap.tables.allocs = index;
+        Ok(alloc)
+    }
+
+    pub(crate) fn put_node(&mut self, mut node: Node) -> Result<Arc<Node>, Error> {
+        let index = self.index();
+        match self.snap.nodes.get(&node.id) {
+            Some(old) => node.create_index = old.create_index,
+            None => node.create_index = index,
+        }
+        node.modify_index = index;
+        self.put(keys::node(&node.id), encode(&node)?);
+        let node = Arc::new(node);
+        self.snap.nodes.insert(node.id.clone(), Arc::clone(&node));
+        self.snap.tables.nodes = index;
+        Ok(node)
+    }
+
+    pub(crate) fn put_eval(&mut self, mut eval: Evaluation) -> Result<Arc<Evaluation>, Error> {
+        let index = self.index();
+        match self.snap.evals.get(&eval.id) {
+            Some(old) => eval.create_index = old.create_index,
+            None => eval.create_index = index,
+        }
+        eval.modify_index = index;
+        self.put(keys::eval(&eval.id), encode(&eval)?);
+        let eval = Arc::new(eval);
+        self.snap.evals.insert(eval.id.clone(), Arc::clone(&eval));
+        self.snap.tables.evals = index;
+        if eval.status == crate::structs::EVAL_STATUS_PENDING {
+            self.pending_evals.push(Arc::clone(&eval));
+        }
+        Ok(eval)
+    }
+}

@@ -1,0 +1,579 @@
+//! The commands the state writer applies, and what each does to a draft (Nomad's FSM apply
+//! functions plus the plan applier's commit).
+//!
+//! Invariants:
+//! - `apply` either succeeds or returns an error before or after partial changes; the writer
+//!   rolls a failed command back, so each function may bail out at any point.
+//! - No command reads the clock or the network: `now` comes from the writer.
+//! - The plan applier re-checks every node a plan touches against the latest state and commits
+//!   only the nodes that still fit (all or nothing with `AllAtOnce`); the evaluation's final
+//!   status is written only when the whole plan was committed, so a partly refused plan is
+//!   re-planned by its worker.
+
+use std::collections::BTreeSet;
+
+use super::draft::Draft;
+use crate::Error;
+use crate::structs::*;
+
+/// A change to the scheduler's state.
+#[derive(Debug, Clone)]
+pub enum Command {
+    RegisterJob(Box<RegisterJob>),
+    DeregisterJob(DeregisterJob),
+    /// A client registers (or re-registers) its node.
+    UpsertNode(Box<Node>),
+    /// The heartbeat monitor (down) or a returning client (ready) changes a node's status.
+    SetNodeStatus { node_id: String, status: String },
+    /// A client reports task states and client statuses.
+    ClientAllocUpdates(Vec<AllocClientUpdate>),
+    /// `POST /v1/allocation/:id/stop`.
+    StopAlloc {
+        alloc_id: String,
+        no_shutdown_delay: bool,
+    },
+    /// A worker's plan, to re-check and commit.
+    ApplyPlan(Box<Plan>),
+    /// Evaluations to write as they are (a worker giving up on one, for example).
+    UpsertEvals(Vec<Evaluation>),
+}
+
+#[derive(Debug, Clone)]
+pub struct RegisterJob {
+    /// Canonical; `ID`, `Namespace`, `Type`, `Priority` already validated.
+    pub job: Job,
+    pub submission: Option<JobSubmission>,
+    /// `EnforceIndex`: the `JobModifyIndex` the job must have (0: must not exist).
+    pub enforce_index: Option<u64>,
+    pub preserve_counts: bool,
+    pub eval_priority: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeregisterJob {
+    pub namespace: String,
+    pub job_id: String,
+    pub purge: bool,
+    pub eval_priority: Option<i64>,
+}
+
+/// What a command produced, beyond its index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Done,
+    /// A job register or deregister.
+    Job {
+        /// Empty when no evaluation was created (periodic and parameterized jobs).
+        eval_id: String,
+        eval_create_index: u64,
+        job_modify_index: u64,
+        warnings: String,
+    },
+    /// An allocation stop.
+    AllocStop { eval_id: String },
+    Plan(PlanResult),
+}
+
+pub(super) fn apply(draft: &mut Draft, command: Command, now: i64) -> Result<Outcome, Error> {
+    match command {
+        Command::RegisterJob(register) => register_job(draft, *register, now),
+        Command::DeregisterJob(deregister) => deregister_job(draft, deregister, now),
+        Command::UpsertNode(node) => upsert_node(draft, *node, now),
+        Command::SetNodeStatus { node_id, status } => set_node_status(draft, &node_id, &status, now),
+        Command::ClientAllocUpdates(updates) => client_alloc_updates(draft, updates, now),
+        Command::StopAlloc {
+            alloc_id,
+            no_shutdown_delay,
+        } => stop_alloc(draft, &alloc_id, no_shutdown_delay, now),
+        Command::ApplyPlan(plan) => apply_plan(draft, *plan, now).map(Outcome::Plan),
+        Command::UpsertEvals(evals) => {
+            for eval in evals {
+                draft.put_eval(eval)?;
+            }
+            Ok(Outcome::Done)
+        }
+    }
+}
+
+/// A new evaluation for a job.
+pub(crate) fn new_eval(job: &Job, triggered_by: &str, priority: Option<i64>, now: i64) -> Evaluation {
+    Evaluation {
+        id: uuid::Uuid::new_v4().to_string(),
+        namespace: job.namespace.clone(),
+        priority: priority.filter(|p| *p > 0).unwrap_or(job.priority),
+        job_type: job.job_type.clone(),
+        triggered_by: triggered_by.to_owned(),
+        job_id: job.id.clone(),
+        job_modify_index: job.job_modify_index,
+        status: EVAL_STATUS_PENDING.to_owned(),
+        create_time: now,
+        modify_time: now,
+        ..Evaluation::default()
+    }
+}
+
+/// Whether two versions differ in anything but bookkeeping (Nomad's `SpecChanged`).
+fn spec_changed(old: &Job, new: &Job) -> bool {
+    let strip = |job: &Job| Job {
+        version: 0,
+        create_index: 0,
+        modify_index: 0,
+        job_modify_index: 0,
+        submit_time: 0,
+        stable: false,
+        status: String::new(),
+        status_description: String::new(),
+        ..job.clone()
+    };
+    strip(old) != strip(new)
+}
+
+fn register_job(draft: &mut Draft, register: RegisterJob, now: i64) -> Result<Outcome, Error> {
+    let RegisterJob {
+        mut job,
+        submission,
+        enforce_index,
+        preserve_counts,
+        eval_priority,
+    } = register;
+    let index = draft.index();
+    let key = job.key();
+    let existing = draft.snap.jobs.get(&key).cloned();
+    if let Some(expected) = enforce_index {
+        match (&existing, expected) {
+            (Some(_), 0) => {
+                return Err(Error::Conflict(
+                    "Enforcing job modify index 0: job already exists".to_owned(),
+                ));
+            }
+            (None, expected) if expected > 0 => {
+                return Err(Error::Conflict(format!(
+                    "Enforcing job modify index {expected}: job does not exist"
+                )));
+            }
+            (Some(current), expected) if current.job_modify_index != expected => {
+                return Err(Error::Conflict(format!(
+                    "Enforcing job modify index {expected}: job exists with conflicting job modify index: {}",
+                    current.job_modify_index
+                )));
+            }
+            _ => {}
+        }
+    }
+    job.submit_time = now;
+    job.modify_index = index;
+    job.status = String::new();
+    job.status_description = String::new();
+    match &existing {
+        Some(old) => {
+            if preserve_counts {
+                for group in &mut job.task_groups {
+                    if let Some(old_group) = old.task_group(&group.name) {
+                        group.count = old_group.count;
+                    }
+                }
+            }
+            job.create_index = old.create_index;
+            if spec_changed(old, &job) {
+                job.version = old.version + 1;
+                job.job_modify_index = index;
+                job.stable = false;
+            } else {
+                job.version = old.version;
+                job.job_modify_index = old.job_modify_index;
+                job.stable = old.stable;
+            }
+        }
+        None => {
+            job.version = 0;
+            job.create_index = index;
+            job.job_modify_index = index;
+        }
+    }
+    let job = draft.put_job(job)?;
+    if let Some(mut submission) = submission {
+        submission.namespace = job.namespace.clone();
+        submission.job_id = job.id.clone();
+        submission.version = job.version;
+        submission.job_modify_index = job.job_modify_index;
+        draft.put_submission(submission)?;
+    }
+    let (eval_id, eval_create_index) = if job.is_periodic() || job.is_parameterized() {
+        (String::new(), 0)
+    } else {
+        let eval = draft.put_eval(new_eval(&job, TRIGGER_JOB_REGISTER, eval_priority, now))?;
+        (eval.id.clone(), eval.create_index)
+    };
+    Ok(Outcome::Job {
+        eval_id,
+        eval_create_index,
+        job_modify_index: job.job_modify_index,
+        warnings: String::new(),
+    })
+}
+
+fn deregister_job(draft: &mut Draft, deregister: DeregisterJob, now: i64) -> Result<Outcome, Error> {
+    let key = JobKey::new(&deregister.namespace, &deregister.job_id);
+    let Some(existing) = draft.snap.jobs.get(&key).cloned() else {
+        return Err(Error::NotFound("job not found".to_owned()));
+    };
+    let index = draft.index();
+    let job_modify_index = if deregister.purge {
+        draft.purge_job(&key);
+        index
+    } else {
+        let mut job = (*existing).clone();
+        job.stop = true;
+        job.submit_time = now;
+        job.modify_index = index;
+        if !existing.stop {
+            job.version = existing.version + 1;
+            job.job_modify_index = index;
+            job.stable = false;
+        }
+        draft.put_job(job)?.job_modify_index
+    };
+    let mut eval = new_eval(&existing, TRIGGER_JOB_DEREGISTER, deregister.eval_priority, now);
+    eval.job_modify_index = job_modify_index;
+    let eval = draft.put_eval(eval)?;
+    Ok(Outcome::Job {
+        eval_id: eval.id.clone(),
+        eval_create_index: eval.create_index,
+        job_modify_index,
+        warnings: String::new(),
+    })
+}
+
+/// Evaluations for every job with a non-terminal allocation on `node_id`, and for every
+/// system job when the node can take work.
+fn node_update_evals(draft: &mut Draft, node_id: &str, ready: bool, now: i64) -> Result<(), Error> {
+    let mut jobs: BTreeSet<JobKey> = draft
+        .snap
+        .allocs_on_node(node_id)
+        .filter(|alloc| !alloc.terminal())
+        .map(|alloc| JobKey::new(&alloc.namespace, &alloc.job_id))
+        .collect();
+    if ready {
+        jobs.extend(
+            draft
+                .snap
+                .jobs
+                .values()
+                .filter(|job| {
+                    !job.stop && (job.job_type == JOB_TYPE_SYSTEM || job.job_type == JOB_TYPE_SYSBATCH)
+                })
+                .map(|job| job.key()),
+        );
+    }
+    for key in jobs {
+        let Some(job) = draft.snap.jobs.get(&key).cloned() else {
+            continue;
+        };
+        let mut eval = new_eval(&job, TRIGGER_NODE_UPDATE, None, now);
+        eval.node_id = node_id.to_owned();
+        eval.node_modify_index = draft.index();
+        draft.put_eval(eval)?;
+    }
+    Ok(())
+}
+
+fn upsert_node(draft: &mut Draft, mut node: Node, now: i64) -> Result<Outcome, Error> {
+    if node.id.is_empty() {
+        return Err(Error::BadRequest("missing node ID for client registration".to_owned()));
+    }
+    if node.secret_id.is_empty() {
+        return Err(Error::BadRequest("missing node SecretID for client registration".to_owned()));
+    }
+    let previous = draft.snap.nodes.get(&node.id).cloned();
+    if let Some(previous) = &previous
+        && previous.secret_id != node.secret_id
+    {
+        return Err(Error::BadRequest("node secret ID does not match".to_owned()));
+    }
+    if node.status.is_empty() {
+        node.status = NODE_STATUS_READY.to_owned();
+    }
+    if node.node_pool.is_empty() {
+        node.node_pool = DEFAULT_NODE_POOL.to_owned();
+    }
+    if node.scheduling_eligibility.is_empty() {
+        node.scheduling_eligibility = previous
+            .as_ref()
+            .map_or(NODE_ELIGIBLE.to_owned(), |p| p.scheduling_eligibility.clone());
+    }
+    let status_changed = previous.as_ref().is_none_or(|p| p.status != node.status);
+    node.status_updated_at = if status_changed {
+        now / 1_000_000_000
+    } else {
+        previous.as_ref().map_or(0, |p| p.status_updated_at)
+    };
+    let ready = node.status == NODE_STATUS_READY;
+    // Re-registration with nothing new (a client restart) writes nothing.
+    if let Some(previous) = &previous {
+        let mut same = node.clone();
+        same.create_index = previous.create_index;
+        same.modify_index = previous.modify_index;
+        if same == **previous {
+            return Ok(Outcome::Done);
+        }
+    }
+    draft.put_node(node.clone())?;
+    if ready {
+        draft.capacity_changed = true;
+    }
+    if status_changed {
+        node_update_evals(draft, &node.id, ready, now)?;
+    }
+    Ok(Outcome::Done)
+}
+
+fn set_node_status(draft: &mut Draft, node_id: &str, status: &str, now: i64) -> Result<Outcome, Error> {
+    let Some(existing) = draft.snap.nodes.get(node_id).cloned() else {
+        return Err(Error::NotFound("node not found".to_owned()));
+    };
+    if existing.status == status {
+        return Ok(Outcome::Done);
+    }
+    let mut node = (*existing).clone();
+    node.status = status.to_owned();
+    node.status_updated_at = now / 1_000_000_000;
+    node.events.push(NodeEvent {
+        message: match status {
+            NODE_STATUS_DOWN => "Node heartbeat missed".to_owned(),
+            _ => "Node reregistered by heartbeat".to_owned(),
+        },
+        subsystem: "Cluster".to_owned(),
+        create_index: draft.index(),
+        ..NodeEvent::default()
+    });
+    if node.events.len() > 10 {
+        let excess = node.events.len() - 10;
+        node.events.drain(..excess);
+    }
+    let ready = status == NODE_STATUS_READY;
+    draft.put_node(node)?;
+    if ready {
+        draft.capacity_changed = true;
+    }
+    node_update_evals(draft, node_id, ready, now)?;
+    Ok(Outcome::Done)
+}
+
+fn client_alloc_updates(draft: &mut Draft, updates: Vec<AllocClientUpdate>, now: i64) -> Result<Outcome, Error> {
+    let mut failed_jobs: BTreeSet<JobKey> = BTreeSet::new();
+    for update in updates {
+        let Some(existing) = draft.snap.allocs.get(&update.id).cloned() else {
+            continue;
+        };
+        if existing.node_id != update.node_id {
+            return Err(Error::BadRequest(format!(
+                "allocation {} is not placed on node {}",
+                update.id, update.node_id
+            )));
+        }
+        // The server decided it is lost; a late client report does not revive it.
+        if existing.client_status == ALLOC_CLIENT_LOST {
+            continue;
+        }
+        let mut alloc = (*existing).clone();
+        alloc.client_status = update.client_status;
+        alloc.client_description = update.client_description;
+        alloc.task_states = update.task_states;
+        alloc.modify_time = now;
+        let newly_failed =
+            alloc.client_status == ALLOC_CLIENT_FAILED && existing.client_status != ALLOC_CLIENT_FAILED;
+        if newly_failed && !alloc.server_terminal() {
+            failed_jobs.insert(JobKey::new(&alloc.namespace, &alloc.job_id));
+        }
+        draft.put_alloc(alloc)?;
+    }
+    for key in failed_jobs {
+        let Some(job) = draft.snap.jobs.get(&key).cloned() else {
+            continue;
+        };
+        if job.stop || job.job_type == JOB_TYPE_SYSTEM || job.job_type == JOB_TYPE_SYSBATCH {
+            continue;
+        }
+        draft.put_eval(new_eval(&job, TRIGGER_ALLOC_FAILURE, None, now))?;
+    }
+    Ok(Outcome::Done)
+}
+
+fn stop_alloc(draft: &mut Draft, alloc_id: &str, no_shutdown_delay: bool, now: i64) -> Result<Outcome, Error> {
+    let Some(existing) = draft.snap.allocs.get(alloc_id).cloned() else {
+        return Err(Error::NotFound("alloc not found".to_owned()));
+    };
+    let mut alloc = (*existing).clone();
+    alloc.desired_transition.migrate = Some(true);
+    if no_shutdown_delay {
+        alloc.desired_transition.no_shutdown_delay = Some(true);
+    }
+    alloc.modify_time = now;
+    alloc.alloc_modify_index = draft.index();
+    draft.put_alloc(alloc)?;
+    let job_key = JobKey::new(&existing.namespace, &existing.job_id);
+    let job = draft
+        .snap
+        .jobs
+        .get(&job_key)
+        .cloned()
+        .or_else(|| draft.snap.job_version(&job_key, existing.job_version).cloned());
+    let mut eval = match job {
+        Some(job) => new_eval(&job, TRIGGER_ALLOC_STOP, None, now),
+        None => Evaluation {
+            id: uuid::Uuid::new_v4().to_string(),
+            namespace: existing.namespace.clone(),
+            priority: 50,
+            job_type: existing.job_type.clone(),
+            triggered_by: TRIGGER_ALLOC_STOP.to_owned(),
+            job_id: existing.job_id.clone(),
+            status: EVAL_STATUS_PENDING.to_owned(),
+            create_time: now,
+            modify_time: now,
+            ..Evaluation::default()
+        },
+    };
+    eval.node_id = existing.node_id.clone();
+    let eval = draft.put_eval(eval)?;
+    Ok(Outcome::AllocStop {
+        eval_id: eval.id.clone(),
+    })
+}
+
+/// Re-checks a plan against the latest state and commits the nodes that still fit.
+fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Error> {
+    let index = draft.index();
+    let key = JobKey::new(&plan.eval.namespace, &plan.eval.job_id);
+    let nodes: BTreeSet<&String> = plan
+        .node_allocation
+        .keys()
+        .chain(plan.node_update.keys())
+        .collect();
+    let current_job_index = draft.snap.jobs.get(&key).map(|job| job.job_modify_index);
+    let places_new = plan
+        .node_allocation
+        .values()
+        .flatten()
+        .any(|alloc| !draft.snap.allocs.contains_key(&alloc.id));
+    // A plan computed against an older version of the job must be recomputed.
+    if places_new && current_job_index.is_some_and(|current| current != plan.job_modify_index) {
+        return Ok(PlanResult {
+            committed_nodes: Vec::new(),
+            refused_nodes: nodes.into_iter().cloned().collect(),
+            index: 0,
+        });
+    }
+    let mut fitting = Vec::new();
+    let mut refused = Vec::new();
+    for node_id in nodes {
+        if node_fits(draft, node_id, &plan) {
+            fitting.push(node_id.clone());
+        } else {
+            refused.push(node_id.clone());
+        }
+    }
+    if plan.all_at_once && !refused.is_empty() {
+        refused.append(&mut fitting);
+    }
+    for node_id in &fitting {
+        for stop in plan.node_update.get(node_id).into_iter().flatten() {
+            let Some(existing) = draft.snap.allocs.get(&stop.alloc_id).cloned() else {
+                continue;
+            };
+            let mut alloc = (*existing).clone();
+            alloc.desired_status = stop.desired_status.clone();
+            alloc.desired_description = stop.desired_description.clone();
+            if let Some(client_status) = &stop.client_status {
+                alloc.client_status = client_status.clone();
+            }
+            if let Some(next) = &stop.next_allocation {
+                alloc.next_allocation = next.clone();
+            }
+            alloc.modify_time = now;
+            alloc.alloc_modify_index = index;
+            draft.put_alloc(alloc)?;
+        }
+        for alloc in plan.node_allocation.get(node_id).into_iter().flatten() {
+            let mut alloc = alloc.clone();
+            if alloc.create_time == 0 {
+                alloc.create_time = now;
+            }
+            alloc.modify_time = now;
+            alloc.alloc_modify_index = index;
+            draft.put_alloc(alloc)?;
+        }
+    }
+    if refused.is_empty() {
+        let mut eval = plan.eval;
+        eval.modify_time = now;
+        eval.snapshot_index = plan.snapshot_index;
+        draft.put_eval(eval)?;
+        for mut eval in plan.new_evals {
+            if eval.create_time == 0 {
+                eval.create_time = now;
+            }
+            eval.modify_time = now;
+            draft.put_eval(eval)?;
+        }
+    }
+    Ok(PlanResult {
+        index: if fitting.is_empty() { 0 } else { index },
+        committed_nodes: fitting,
+        refused_nodes: refused,
+    })
+}
+
+/// Whether a plan's changes on one node fit the node as it is now.
+fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
+    let placing = plan.node_allocation.get(node_id);
+    let new_work = placing
+        .into_iter()
+        .flatten()
+        .any(|alloc| !alloc.terminal() && draft.snap.allocs.get(&alloc.id).is_none_or(|old| old.terminal()));
+    if !new_work {
+        // Only stops and in-place updates: always allowed (even on a down node).
+        return true;
+    }
+    let Some(node) = draft.snap.nodes.get(node_id) else {
+        return false;
+    };
+    if !node.ready_for_placement() {
+        return false;
+    }
+    let mut usage = draft.snap.node_used(node_id);
+    for stop in plan.node_update.get(node_id).into_iter().flatten() {
+        if let Some(alloc) = draft.snap.allocs.get(&stop.alloc_id)
+            && !alloc.terminal()
+        {
+            usage.subtract(&alloc.allocated_resources.comparable());
+        }
+    }
+    for alloc in placing.into_iter().flatten() {
+        if let Some(old) = draft.snap.allocs.get(&alloc.id)
+            && !old.terminal()
+        {
+            usage.subtract(&old.allocated_resources.comparable());
+        }
+        if !alloc.terminal() {
+            usage.add(&alloc.allocated_resources.comparable());
+        }
+    }
+    usage.exceeded_dimension(&node.capacity()).is_none()
+}
+
+/// Capacity changed: every blocked evaluation gets another run.
+pub(super) fn unblock_evals(draft: &mut Draft, now: i64) -> Result<(), Error> {
+    let blocked: Vec<Evaluation> = draft
+        .snap
+        .evals
+        .values()
+        .filter(|eval| eval.status == EVAL_STATUS_BLOCKED)
+        .map(|eval| (**eval).clone())
+        .collect();
+    for mut eval in blocked {
+        eval.status = EVAL_STATUS_PENDING.to_owned();
+        eval.modify_time = now;
+        draft.put_eval(eval)?;
+    }
+    Ok(())
+}

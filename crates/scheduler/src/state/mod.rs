@@ -1,0 +1,219 @@
+//! The scheduler's state: immutable in-memory snapshots over durable storage, changed only
+//! by one writer (Nomad's FSM, without raft).
+//!
+//! Flow: a handler or background loop sends a [`Command`] with [`StateStore::apply`]; the
+//! writer loop (`run_writer`) takes every command waiting, applies them one after another to
+//! a draft of the next snapshot (`draft.rs`, `fsm.rs`), commits all their storage operations in
+//! ONE transaction (one fsync for the batch, like raft's batched apply), and only then
+//! publishes the new snapshot and answers each caller. Readers call [`StateStore::snapshot`]
+//! and never wait for the writer.
+//!
+//! Invariants:
+//! - An acknowledged command is durable: the reply is sent after the storage commit.
+//! - Readers only ever see committed state (a snapshot is published after its commit).
+//! - A command that fails changes nothing (its part of the draft is rolled back before the
+//!   next command of the batch runs).
+//! - Each committed batch gets the next index (`scheduler/index` is written with it), so
+//!   indexes are strictly increasing and every record's `ModifyIndex` says which batch wrote it.
+//! - Every pending evaluation a batch writes is handed to the broker after the commit; at
+//!   start, every stored pending evaluation is (`pending_evals`).
+
+mod draft;
+mod fsm;
+mod keys;
+mod load;
+mod snapshot;
+
+use std::sync::{Arc, Mutex};
+
+use storage::{Op, Storage, Txn};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use fsm::{Command, DeregisterJob, Outcome, RegisterJob};
+pub use snapshot::{Snapshot, TRACKED_VERSIONS, TableIndexes};
+
+use crate::Error;
+use crate::structs::Evaluation;
+
+/// The most commands applied in one storage transaction.
+const MAX_BATCH: usize = 1024;
+
+/// The result of an applied command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The index of the batch that committed it (the current index if it changed nothing).
+    pub index: u64,
+    pub outcome: Outcome,
+}
+
+struct Request {
+    command: Command,
+    reply: oneshot::Sender<Result<Applied, Error>>,
+}
+
+/// The scheduler's state; cheap to clone.
+#[derive(Clone)]
+pub struct StateStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    storage: Arc<dyn Storage>,
+    current: watch::Sender<Arc<Snapshot>>,
+    requests: mpsc::Sender<Request>,
+    receiver: Mutex<Option<mpsc::Receiver<Request>>>,
+    /// Called with the pending evaluations of each committed batch.
+    on_pending: Mutex<Option<PendingSink>>,
+}
+
+type PendingSink = Box<dyn Fn(Vec<Arc<Evaluation>>) + Send + Sync>;
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateStore")
+            .field("index", &self.snapshot().index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StateStore {
+    /// Loads every table from storage. Commands are applied once [`run_writer`] runs.
+    pub async fn open(storage: Arc<dyn Storage>) -> Result<StateStore, Error> {
+        let snapshot = load::load(storage.as_ref()).await?;
+        let (current, _) = watch::channel(Arc::new(snapshot));
+        let (requests, receiver) = mpsc::channel(4096);
+        Ok(StateStore {
+            inner: Arc::new(Inner {
+                storage,
+                current,
+                requests,
+                receiver: Mutex::new(Some(receiver)),
+                on_pending: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The latest committed snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.current.borrow().clone()
+    }
+
+    /// A receiver that sees every new snapshot (blocking queries wait on it).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.inner.current.subscribe()
+    }
+
+    /// Applies one command and waits until it is durable.
+    pub async fn apply(&self, command: Command) -> Result<Applied, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .requests
+            .send(Request { command, reply })
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// Sets who hears about pending evaluations after each commit (the broker).
+    pub(crate) fn set_pending_sink(&self, sink: PendingSink) {
+        if let Ok(mut slot) = self.inner.on_pending.lock() {
+            *slot = Some(sink);
+        }
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.inner.storage
+    }
+}
+
+/// The writer loop: applies commands in batches until `shutdown`. Runs once per store.
+pub async fn run_writer(store: StateStore, shutdown: CancellationToken) {
+    let receiver = store
+        .inner
+        .receiver
+        .lock()
+        .ok()
+        .and_then(|mut slot| slot.take());
+    let Some(mut receiver) = receiver else {
+        tracing::error!("the scheduler state writer was started twice");
+        return;
+    };
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            request = receiver.recv() => match request {
+                Some(request) => request,
+                None => break,
+            },
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&store, batch).await;
+    }
+}
+
+async fn commit_batch(store: &StateStore, batch: Vec<Request>) {
+    let base = store.snapshot();
+    let mut draft = draft::Draft::new((*base).clone());
+    draft.snap.index = base.index + 1;
+    let now = crate::clock::now_nanos();
+    let mut replies = Vec::with_capacity(batch.len());
+    for Request { command, reply } in batch {
+        let checkpoint = draft.checkpoint();
+        match fsm::apply(&mut draft, command, now) {
+            Ok(outcome) => replies.push((reply, Ok(outcome))),
+            Err(err) => {
+                draft.rollback(checkpoint);
+                replies.push((reply, Err(err)));
+            }
+        }
+    }
+    if draft.ops.is_empty() {
+        for (reply, result) in replies {
+            let _ = reply.send(result.map(|outcome| Applied {
+                index: base.index,
+                outcome,
+            }));
+        }
+        return;
+    }
+    if draft.capacity_changed
+        && let Err(err) = fsm::unblock_evals(&mut draft, now)
+    {
+        tracing::error!(error = %err, "cannot unblock evaluations");
+    }
+    let index = draft.index();
+    let mut txn = Txn::new();
+    for op in std::mem::take(&mut draft.ops) {
+        txn = txn.then(op);
+    }
+    txn = txn.then(Op::Put {
+        key: keys::INDEX.as_bytes().to_vec(),
+        value: index.to_string().into_bytes(),
+    });
+    if let Err(err) = store.inner.storage.txn(txn).await {
+        tracing::error!(error = %err, "cannot commit scheduler state");
+        for (reply, _) in replies {
+            let _ = reply.send(Err(Error::Internal(format!("storage: {err}"))));
+        }
+        return;
+    }
+    let pending = std::mem::take(&mut draft.pending_evals);
+    store.inner.current.send_replace(Arc::new(draft.snap));
+    if !pending.is_empty()
+        && let Ok(sink) = store.inner.on_pending.lock()
+        && let Some(sink) = sink.as_ref()
+    {
+        sink(pending);
+    }
+    for (reply, result) in replies {
+        let _ = reply.send(result.map(|outcome| Applied { index, outcome }));
+    }
+}

@@ -1,0 +1,104 @@
+//! The scheduler's in-memory state: an immutable, cheaply cloned snapshot of every table.
+//!
+//! A [`Snapshot`] is what readers (HTTP handlers, placement) see: persistent maps (`imbl`)
+//! make a clone O(1), so every reader works on a consistent view while the writer prepares the
+//! next one. Only `state::writer` builds new snapshots, and only after their changes are
+//! durable in storage.
+//!
+//! Invariants:
+//! - `index` is the index of the last committed write; every record's `ModifyIndex` is at most
+//!   `index`.
+//! - `allocs_by_node`, `allocs_by_job` and `node_usage` always agree with `allocs`:
+//!   `node_usage[n]` is the sum of the resources of the non-terminal allocations on node `n`.
+//! - `jobs` holds the latest version of each job; `job_versions` every retained version of it
+//!   (at most [`TRACKED_VERSIONS`] per job), including the latest.
+
+use std::sync::Arc;
+
+use imbl::{OrdMap, OrdSet};
+
+use crate::structs::{Allocation, Comparable, Evaluation, Job, JobKey, JobSubmission, Node};
+
+/// Versions (and submissions) kept per job, as Nomad's `job_tracked_versions`.
+pub const TRACKED_VERSIONS: usize = 6;
+
+/// Per-table indexes: the index of the last write to each table (Nomad's `X-Nomad-Index`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableIndexes {
+    pub jobs: u64,
+    pub allocs: u64,
+    pub nodes: u64,
+    pub evals: u64,
+}
+
+/// A consistent view of every scheduler table.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub index: u64,
+    pub tables: TableIndexes,
+    pub jobs: OrdMap<JobKey, Arc<Job>>,
+    pub job_versions: OrdMap<(JobKey, u64), Arc<Job>>,
+    pub submissions: OrdMap<(JobKey, u64), Arc<JobSubmission>>,
+    pub allocs: OrdMap<String, Arc<Allocation>>,
+    pub allocs_by_node: OrdMap<String, OrdSet<String>>,
+    pub allocs_by_job: OrdMap<JobKey, OrdSet<String>>,
+    pub node_usage: OrdMap<String, Comparable>,
+    pub nodes: OrdMap<String, Arc<Node>>,
+    pub evals: OrdMap<String, Arc<Evaluation>>,
+}
+
+impl Snapshot {
+    pub fn job(&self, namespace: &str, id: &str) -> Option<&Arc<Job>> {
+        self.jobs.get(&JobKey::new(namespace, id))
+    }
+
+    pub fn job_version(&self, key: &JobKey, version: u64) -> Option<&Arc<Job>> {
+        self.job_versions.get(&(key.clone(), version))
+    }
+
+    /// Every retained version of a job, newest first.
+    pub fn job_versions_of(&self, key: &JobKey) -> Vec<Arc<Job>> {
+        let mut versions: Vec<Arc<Job>> = self
+            .job_versions
+            .range((key.clone(), 0)..=(key.clone(), u64::MAX))
+            .map(|(_, job)| Arc::clone(job))
+            .collect();
+        versions.reverse();
+        versions
+    }
+
+    pub fn alloc(&self, id: &str) -> Option<&Arc<Allocation>> {
+        self.allocs.get(id)
+    }
+
+    /// The allocations of one node (terminal ones included), in ID order.
+    pub fn allocs_on_node(&self, node_id: &str) -> impl Iterator<Item = &Arc<Allocation>> {
+        self.allocs_by_node
+            .get(node_id)
+            .into_iter()
+            .flat_map(|ids| ids.iter())
+            .filter_map(|id| self.allocs.get(id))
+    }
+
+    /// The allocations of one job (every version, terminal ones included), in ID order.
+    pub fn allocs_of_job(&self, key: &JobKey) -> impl Iterator<Item = &Arc<Allocation>> {
+        self.allocs_by_job
+            .get(key)
+            .into_iter()
+            .flat_map(|ids| ids.iter())
+            .filter_map(|id| self.allocs.get(id))
+    }
+
+    /// What the non-terminal allocations on a node use.
+    pub fn node_used(&self, node_id: &str) -> Comparable {
+        self.node_usage.get(node_id).copied().unwrap_or_default()
+    }
+
+    pub fn node(&self, id: &str) -> Option<&Arc<Node>> {
+        self.nodes.get(id)
+    }
+
+    pub fn eval(&self, id: &str) -> Option<&Arc<Evaluation>> {
+        self.evals.get(id)
+    }
+}

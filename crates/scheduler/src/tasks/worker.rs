@@ -1,0 +1,67 @@
+//! Scheduling workers (Nomad's `worker.go`): take an evaluation from the broker, run the pure
+//! placement over the latest snapshot, and hand the plan to the state writer's plan applier.
+//!
+//! Invariants:
+//! - An evaluation is acked only after its plan was committed or given up on, so its job is
+//!   never planned twice at once.
+//! - A plan refused in part (a node filled up meanwhile) is recomputed from a fresh snapshot, at
+//!   most [`MAX_PLAN_ATTEMPTS`] times; then the evaluation is marked failed, as Nomad does.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::State;
+use crate::placement::{self, PlacementContext};
+use crate::state::{Applied, Command, Outcome};
+use crate::structs::{EVAL_STATUS_FAILED, EVAL_STATUS_PENDING, Evaluation};
+
+/// Plans computed for one evaluation before it is marked failed.
+const MAX_PLAN_ATTEMPTS: usize = 5;
+
+pub(crate) async fn run(state: State, shutdown: CancellationToken) {
+    let broker = state.broker().clone();
+    while let Some(eval) = broker.dequeue(&shutdown).await {
+        process(&state, &eval).await;
+        broker.ack(&eval);
+    }
+}
+
+async fn process(state: &State, queued: &Arc<Evaluation>) {
+    let store = state.store();
+    for _ in 0..MAX_PLAN_ATTEMPTS {
+        let snapshot = store.snapshot();
+        // The stored evaluation is the truth: it may have been processed already.
+        let Some(eval) = snapshot.eval(&queued.id) else {
+            return;
+        };
+        if eval.status != EVAL_STATUS_PENDING {
+            return;
+        }
+        let ctx = PlacementContext {
+            now: crate::clock::now_nanos(),
+            seed: rand::random(),
+        };
+        let plan = placement::compute(&snapshot, eval, &ctx);
+        match store.apply(Command::ApplyPlan(Box::new(plan))).await {
+            Ok(Applied {
+                outcome: Outcome::Plan(result),
+                ..
+            }) if result.refused_nodes.is_empty() => return,
+            Ok(_) => continue,
+            Err(err) => {
+                tracing::warn!(eval = %queued.id, error = %err, "cannot apply a plan");
+                return;
+            }
+        }
+    }
+    let Some(eval) = store.snapshot().eval(&queued.id).cloned() else {
+        return;
+    };
+    let mut failed = (*eval).clone();
+    failed.status = EVAL_STATUS_FAILED.to_owned();
+    failed.status_description = format!("maximum attempts reached ({MAX_PLAN_ATTEMPTS})");
+    if let Err(err) = store.apply(Command::UpsertEvals(vec![failed])).await {
+        tracing::warn!(eval = %queued.id, error = %err, "cannot mark an evaluation failed");
+    }
+}
