@@ -565,9 +565,9 @@ fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
 pub(super) fn unblock_evals(draft: &mut Draft, now: i64) -> Result<(), Error> {
     let blocked: Vec<Evaluation> = draft
         .snap
-        .evals
-        .values()
-        .filter(|eval| eval.status == EVAL_STATUS_BLOCKED)
+        .blocked_evals
+        .iter()
+        .filter_map(|id| draft.snap.evals.get(id))
         .map(|eval| (**eval).clone())
         .collect();
     for mut eval in blocked {

@@ -11,7 +11,6 @@
 
 use crate::structs::JobKey;
 
-pub(crate) const PREFIX: &str = "scheduler/";
 pub(crate) const INDEX: &str = "scheduler/index";
 pub(crate) const JOBS: &str = "scheduler/jobs/";
 pub(crate) const SUBMISSIONS: &str = "scheduler/submissions/";

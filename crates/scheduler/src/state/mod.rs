@@ -23,6 +23,8 @@ mod fsm;
 mod keys;
 mod load;
 mod snapshot;
+#[cfg(test)]
+mod tests;
 
 use std::sync::{Arc, Mutex};
 
@@ -120,10 +122,6 @@ impl StateStore {
         if let Ok(mut slot) = self.inner.on_pending.lock() {
             *slot = Some(sink);
         }
-    }
-
-    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
-        &self.inner.storage
     }
 }
 

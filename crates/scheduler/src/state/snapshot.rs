@@ -12,6 +12,7 @@
 //!   `node_usage[n]` is the sum of the resources of the non-terminal allocations on node `n`.
 //! - `jobs` holds the latest version of each job; `job_versions` every retained version of it
 //!   (at most [`TRACKED_VERSIONS`] per job), including the latest.
+//! - `blocked_evals` holds exactly the IDs of the evaluations whose status is `blocked`.
 
 use std::sync::Arc;
 
@@ -45,6 +46,8 @@ pub struct Snapshot {
     pub node_usage: OrdMap<String, Comparable>,
     pub nodes: OrdMap<String, Arc<Node>>,
     pub evals: OrdMap<String, Arc<Evaluation>>,
+    /// IDs of the evaluations with status `blocked`.
+    pub blocked_evals: OrdSet<String>,
 }
 
 impl Snapshot {

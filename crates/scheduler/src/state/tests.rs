@@ -1,0 +1,313 @@
+//! Tests of the state writer: batching, rollback of a failed command, the plan applier's fit
+//! re-check, version retention, and reloading from storage.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use storage::MemStorage;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::structs::*;
+
+fn job(id: &str, count: i64) -> Job {
+    Job {
+        region: "global".to_owned(),
+        namespace: DEFAULT_NAMESPACE.to_owned(),
+        id: id.to_owned(),
+        name: id.to_owned(),
+        job_type: JOB_TYPE_SERVICE.to_owned(),
+        priority: 50,
+        datacenters: vec!["*".to_owned()],
+        node_pool: DEFAULT_NODE_POOL.to_owned(),
+        task_groups: vec![TaskGroup {
+            name: "web".to_owned(),
+            count,
+            tasks: vec![Task {
+                name: "server".to_owned(),
+                driver: "raw_exec".to_owned(),
+                resources: Resources {
+                    cpu: 600,
+                    memory_mb: 100,
+                    ..Resources::default()
+                },
+                ..Task::default()
+            }],
+            ..TaskGroup::default()
+        }],
+        ..Job::default()
+    }
+}
+
+fn node(id: &str, cpu: i64) -> Node {
+    Node {
+        id: id.to_owned(),
+        secret_id: format!("secret-{id}"),
+        name: id.to_owned(),
+        datacenter: "dc1".to_owned(),
+        status: NODE_STATUS_READY.to_owned(),
+        node_resources: NodeResources {
+            cpu: NodeCpuResources {
+                cpu_shares: cpu,
+                ..NodeCpuResources::default()
+            },
+            memory: NodeMemoryResources { memory_mb: 4096 },
+            disk: NodeDiskResources { disk_mb: 10_000 },
+            ..NodeResources::default()
+        },
+        ..Node::default()
+    }
+}
+
+fn alloc(id: &str, node_id: &str, job: &Job, cpu: i64) -> Allocation {
+    let mut tasks = BTreeMap::new();
+    tasks.insert(
+        "server".to_owned(),
+        AllocatedTaskResources {
+            cpu: AllocatedCpuResources {
+                cpu_shares: cpu,
+                ..AllocatedCpuResources::default()
+            },
+            ..AllocatedTaskResources::default()
+        },
+    );
+    Allocation {
+        id: id.to_owned(),
+        namespace: job.namespace.clone(),
+        node_id: node_id.to_owned(),
+        job_id: job.id.clone(),
+        task_group: "web".to_owned(),
+        desired_status: ALLOC_DESIRED_RUN.to_owned(),
+        client_status: ALLOC_CLIENT_PENDING.to_owned(),
+        allocated_resources: AllocatedResources {
+            tasks,
+            ..AllocatedResources::default()
+        },
+        ..Allocation::default()
+    }
+}
+
+struct Harness {
+    storage: Arc<MemStorage>,
+    store: StateStore,
+    pending: Arc<Mutex<Vec<String>>>,
+    shutdown: CancellationToken,
+}
+
+async fn harness_over(storage: Arc<MemStorage>) -> Harness {
+    let store = StateStore::open(storage.clone()).await.expect("open");
+    let pending = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&pending);
+    store.set_pending_sink(Box::new(move |evals| {
+        if let Ok(mut seen) = sink.lock() {
+            seen.extend(evals.iter().map(|eval| eval.id.clone()));
+        }
+    }));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(run_writer(store.clone(), shutdown.clone()));
+    Harness {
+        storage,
+        store,
+        pending,
+        shutdown,
+    }
+}
+
+async fn harness() -> Harness {
+    harness_over(Arc::new(MemStorage::new())).await
+}
+
+fn register(job: Job) -> Command {
+    Command::RegisterJob(Box::new(RegisterJob {
+        job,
+        submission: None,
+        enforce_index: None,
+        preserve_counts: false,
+        eval_priority: None,
+    }))
+}
+
+#[tokio::test]
+async fn a_registered_job_is_published_with_a_pending_evaluation_handed_to_the_broker() {
+    let h = harness().await;
+    let applied = h.store.apply(register(job("web", 1))).await.expect("register");
+    let Outcome::Job { eval_id, job_modify_index, .. } = applied.outcome else {
+        panic!("unexpected outcome {:?}", applied.outcome);
+    };
+    let snap = h.store.snapshot();
+    assert_eq!(snap.index, applied.index);
+    let stored = snap.job("default", "web").expect("job");
+    assert_eq!(stored.version, 0);
+    assert_eq!(stored.job_modify_index, job_modify_index);
+    assert_eq!(snap.eval(&eval_id).map(|e| e.status.as_str()), Some("pending"));
+    assert_eq!(h.pending.lock().map(|p| p.clone()).unwrap_or_default(), vec![eval_id]);
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_failed_command_in_a_batch_changes_nothing_while_the_others_commit() {
+    let h = harness().await;
+    h.store.apply(register(job("a", 1))).await.expect("first");
+    let conflicting = Command::RegisterJob(Box::new(RegisterJob {
+        job: job("a", 5),
+        submission: None,
+        enforce_index: Some(0),
+        preserve_counts: false,
+        eval_priority: None,
+    }));
+    let (bad, good) = tokio::join!(h.store.apply(conflicting), h.store.apply(register(job("b", 1))));
+    assert!(matches!(bad, Err(crate::Error::Conflict(_))), "{bad:?}");
+    good.expect("the other command commits");
+    let snap = h.store.snapshot();
+    assert_eq!(snap.job("default", "a").map(|j| j.task_groups[0].count), Some(1));
+    assert!(snap.job("default", "b").is_some());
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn reregistering_an_unchanged_job_keeps_its_version_and_changes_bump_it() {
+    let h = harness().await;
+    h.store.apply(register(job("web", 1))).await.expect("v0");
+    h.store.apply(register(job("web", 1))).await.expect("same");
+    assert_eq!(h.store.snapshot().job("default", "web").map(|j| j.version), Some(0));
+    h.store.apply(register(job("web", 2))).await.expect("v1");
+    assert_eq!(h.store.snapshot().job("default", "web").map(|j| j.version), Some(1));
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn only_the_latest_six_versions_are_kept() {
+    let h = harness().await;
+    for count in 1..=8 {
+        h.store.apply(register(job("web", count))).await.expect("register");
+    }
+    let snap = h.store.snapshot();
+    let versions: Vec<u64> = snap
+        .job_versions_of(&JobKey::new("default", "web"))
+        .iter()
+        .map(|j| j.version)
+        .collect();
+    assert_eq!(versions, vec![7, 6, 5, 4, 3, 2]);
+    h.shutdown.cancel();
+}
+
+fn plan_for(job: &Job, eval_id: &str, allocs: Vec<Allocation>) -> Command {
+    let mut node_allocation: BTreeMap<String, Vec<Allocation>> = BTreeMap::new();
+    for alloc in allocs {
+        node_allocation.entry(alloc.node_id.clone()).or_default().push(alloc);
+    }
+    Command::ApplyPlan(Box::new(Plan {
+        eval: Evaluation {
+            id: eval_id.to_owned(),
+            namespace: job.namespace.clone(),
+            job_id: job.id.clone(),
+            status: EVAL_STATUS_COMPLETE.to_owned(),
+            ..Evaluation::default()
+        },
+        job_modify_index: job.job_modify_index,
+        node_allocation,
+        ..Plan::default()
+    }))
+}
+
+#[tokio::test]
+async fn the_plan_applier_refuses_a_node_that_no_longer_fits() {
+    let h = harness().await;
+    h.store
+        .apply(Command::UpsertNode(Box::new(node("n1", 1000))))
+        .await
+        .expect("node");
+    h.store.apply(register(job("web", 2))).await.expect("job");
+    let job = h.store.snapshot().job("default", "web").cloned().expect("job");
+    let first = h
+        .store
+        .apply(plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]))
+        .await
+        .expect("plan 1");
+    let Outcome::Plan(result) = first.outcome else {
+        panic!("not a plan result");
+    };
+    assert_eq!(result.committed_nodes, vec!["n1".to_owned()]);
+    let second = h
+        .store
+        .apply(plan_for(&job, "e2", vec![alloc("a2", "n1", &job, 600)]))
+        .await
+        .expect("plan 2");
+    let Outcome::Plan(result) = second.outcome else {
+        panic!("not a plan result");
+    };
+    assert_eq!(result.refused_nodes, vec!["n1".to_owned()]);
+    let snap = h.store.snapshot();
+    assert!(snap.alloc("a2").is_none());
+    assert_eq!(snap.node_used("n1").cpu, 600);
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_terminal_allocation_frees_its_node_and_unblocks_blocked_evaluations() {
+    let h = harness().await;
+    h.store
+        .apply(Command::UpsertNode(Box::new(node("n1", 1000))))
+        .await
+        .expect("node");
+    h.store.apply(register(job("web", 1))).await.expect("job");
+    let job = h.store.snapshot().job("default", "web").cloned().expect("job");
+    h.store
+        .apply(plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]))
+        .await
+        .expect("plan");
+    let blocked = Evaluation {
+        id: "blocked".to_owned(),
+        namespace: "default".to_owned(),
+        job_id: "other".to_owned(),
+        status: EVAL_STATUS_BLOCKED.to_owned(),
+        ..Evaluation::default()
+    };
+    h.store
+        .apply(Command::UpsertEvals(vec![blocked]))
+        .await
+        .expect("blocked eval");
+    let update = AllocClientUpdate {
+        id: "a1".to_owned(),
+        node_id: "n1".to_owned(),
+        client_status: ALLOC_CLIENT_COMPLETE.to_owned(),
+        ..AllocClientUpdate::default()
+    };
+    h.store
+        .apply(Command::ClientAllocUpdates(vec![update]))
+        .await
+        .expect("client update");
+    let snap = h.store.snapshot();
+    assert_eq!(snap.node_used("n1").cpu, 0);
+    assert_eq!(snap.eval("blocked").map(|e| e.status.as_str()), Some("pending"));
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_reloaded_store_sees_exactly_what_was_published() {
+    let h = harness().await;
+    h.store
+        .apply(Command::UpsertNode(Box::new(node("n1", 1000))))
+        .await
+        .expect("node");
+    h.store.apply(register(job("web", 1))).await.expect("job");
+    let job = h.store.snapshot().job("default", "web").cloned().expect("job");
+    h.store
+        .apply(plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]))
+        .await
+        .expect("plan");
+    h.shutdown.cancel();
+    let before = h.store.snapshot();
+    let reloaded = StateStore::open(h.storage.clone()).await.expect("reopen");
+    let after = reloaded.snapshot();
+    assert_eq!(after.index, before.index);
+    assert_eq!(after.tables, before.tables);
+    assert_eq!(after.jobs, before.jobs);
+    assert_eq!(after.job_versions, before.job_versions);
+    assert_eq!(after.allocs, before.allocs);
+    assert_eq!(after.allocs_by_node, before.allocs_by_node);
+    assert_eq!(after.node_usage, before.node_usage);
+    assert_eq!(after.nodes, before.nodes);
+    assert_eq!(after.evals, before.evals);
+    assert_eq!(after.blocked_evals, before.blocked_evals);
+}
