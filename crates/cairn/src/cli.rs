@@ -25,6 +25,8 @@ pub(crate) enum Command {
     Dev(DevArgs),
     /// Runs the services described by an HCL configuration file.
     Server(ServerArgs),
+    /// Runs a scheduler client (job-running agent) against scheduler servers.
+    Agent(AgentArgs),
     /// Prints the version.
     Version,
 }
@@ -87,6 +89,29 @@ pub(crate) struct ServerArgs {
     /// The HCL configuration file.
     #[arg(long, env = "CAIRN_CONFIG", value_name = "FILE")]
     pub(crate) config: PathBuf,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AgentArgs {
+    /// Scheduler servers to join: HOST:PORT or URLs, comma-separated.
+    #[arg(long, env = "CAIRN_SERVERS", value_name = "ADDRS", value_delimiter = ',', required = true)]
+    pub(crate) servers: Vec<String>,
+    /// Where the node identity, task state and allocation directories live (kept across runs,
+    /// so a restarted agent is the same node and re-attaches to its tasks).
+    #[arg(long, env = "CAIRN_DATA_DIR", value_name = "DIR")]
+    pub(crate) data_dir: PathBuf,
+    /// The node's name (default: the host name).
+    #[arg(long, env = "CAIRN_NODE_NAME", value_name = "NAME")]
+    pub(crate) node_name: Option<String>,
+    #[arg(long, env = "CAIRN_DATACENTER", value_name = "DC", default_value = "dc1")]
+    pub(crate) datacenter: String,
+    #[arg(long, env = "CAIRN_NODE_POOL", value_name = "POOL", default_value = "default")]
+    pub(crate) node_pool: String,
+    /// An ACL token for the node's registration.
+    #[arg(long, env = "CAIRN_TOKEN", value_name = "TOKEN")]
+    pub(crate) token: Option<String>,
     #[command(flatten)]
     pub(crate) log: LogArgs,
 }

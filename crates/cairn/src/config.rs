@@ -150,6 +150,7 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
         services,
         dev_root_token: None,
         platform_rate_limiting: true,
+        scheduler_client: false,
     })
 }
 

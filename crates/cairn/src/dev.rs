@@ -42,6 +42,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         ],
         dev_root_token: Some(root_token),
         platform_rate_limiting: args.platform_rate_limiting,
+        scheduler_client: true,
     };
     wiring::run(plan).await
 }

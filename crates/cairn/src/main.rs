@@ -1,12 +1,14 @@
 //! `cairn`: one binary serving four infrastructure APIs over one durable store.
 //!
-//! Entry point. Parses the command line (`cli.rs`), turns `dev` flags or a `server` config
+//! Entry point. Parses the command line (`cli.rs`); `agent` runs a scheduler client
+//! (`agent.rs`); otherwise it turns `dev` flags or a `server` config
 //! file (`config.rs`) into a [`wiring::Plan`], and hands it to `wiring::run`, which owns every
 //! listener, service and background task until SIGINT/SIGTERM.
 //!
 //! Invariant: this is the only crate that depends on every service; services never see each
 //! other, only the `Arc<dyn Storage>` built here.
 
+mod agent;
 mod cli;
 mod config;
 mod dev;
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
         }
         Command::Dev(args) => runtime().and_then(|rt| rt.block_on(dev::run(args))),
         Command::Server(args) => runtime().and_then(|rt| rt.block_on(config::run_server(args))),
+        Command::Agent(args) => runtime().and_then(|rt| rt.block_on(agent::run(args))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -97,6 +97,8 @@ pub(crate) struct Plan {
     pub(crate) dev_root_token: Option<String>,
     /// The platform's API rate limiting (TFE's `api-rate-limiting-enabled`; on by default).
     pub(crate) platform_rate_limiting: bool,
+    /// Whether a scheduler client (the job-running agent) runs in this process (`cairn dev`).
+    pub(crate) scheduler_client: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +137,8 @@ pub(crate) enum Error {
         service: &'static str,
         source: std::io::Error,
     },
+    #[error("scheduler agent: {0}")]
+    Agent(String),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("closing the store: {0}")]
@@ -336,7 +340,7 @@ async fn build_service(
         }
         ServiceKind::Scheduler => {
             let config = scheduler::Config {
-                client_enabled: false,
+                client_enabled: plan.scheduler_client,
                 acl_enabled: dev_root_token.is_some(),
                 dev_root_token,
                 ..scheduler::Config::default()
@@ -344,10 +348,36 @@ async fn build_service(
             let state = scheduler::State::open(storage, config)
                 .await
                 .map_err(|err| failed(err.to_string()))?;
-            let loops = scheduler::run_tasks(state.clone(), shutdown.clone()).boxed();
+            let mut background = vec![scheduler::run_tasks(state.clone(), shutdown.clone()).boxed()];
+            if plan.scheduler_client {
+                let scheme = if listen.tls.is_some() { "https" } else { "http" };
+                let advertised = advertise(local);
+                let client_dir = plan.data_dir.path().join("client");
+                let mut agent_config = scheduler_agent::AgentConfig::new(
+                    vec![format!("{scheme}://{advertised}")],
+                    client_dir.clone(),
+                );
+                agent_config.http_addr = advertised.to_string();
+                let agent =
+                    scheduler_agent::Agent::new(agent_config).map_err(|err| failed(err.to_string()))?;
+                let temporary = matches!(plan.data_dir, DataDir::Temporary(_));
+                let token = shutdown.clone();
+                background.push(
+                    async move {
+                        if let Err(err) = agent.run(token).await {
+                            tracing::error!(error = %err, "the scheduler client stopped");
+                        }
+                        // Nothing can re-attach to tasks whose data dir is about to go.
+                        if temporary {
+                            scheduler_agent::kill_leftover_tasks(&client_dir);
+                        }
+                    }
+                    .boxed(),
+                );
+            }
             Built {
                 router: scheduler::router(state),
-                background: vec![loops],
+                background,
             }
         }
         ServiceKind::Platform => {
@@ -388,7 +418,7 @@ fn advertise(local: SocketAddr) -> SocketAddr {
 }
 
 /// SIGINT and SIGTERM, installed before the banner so an early signal is never lost.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
@@ -400,7 +430,7 @@ impl fmt::Debug for Signals {
 }
 
 impl Signals {
-    fn install() -> Result<Signals, Error> {
+    pub(crate) fn install() -> Result<Signals, Error> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt()).map_err(Error::Signals)?,
@@ -408,7 +438,7 @@ impl Signals {
         })
     }
 
-    async fn recv(mut self) -> &'static str {
+    pub(crate) async fn recv(mut self) -> &'static str {
         tokio::select! {
             _ = self.interrupt.recv() => "SIGINT",
             _ = self.terminate.recv() => "SIGTERM",

@@ -55,6 +55,9 @@ pub use routes::router;
 pub use state::StateStore;
 pub use tasks::heartbeat::Heartbeats;
 
+/// The rate of heartbeats the TTL is scaled for (Nomad's `max_heartbeats_per_second`).
+pub const MAX_HEARTBEATS_PER_SECOND: f64 = 50.0;
+
 /// How the scheduler is started.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -157,9 +160,12 @@ impl State {
         &self.inner.shutdown
     }
 
-    /// The TTL handed to clients.
+    /// The TTL handed to clients: at least `heartbeat_ttl`, and long enough that all nodes
+    /// together send at most [`MAX_HEARTBEATS_PER_SECOND`] (Nomad's `RateScaledInterval`).
     pub fn heartbeat_ttl(&self) -> Duration {
-        self.inner.config.heartbeat_ttl
+        let nodes = self.inner.store.snapshot().nodes.len();
+        let scaled = Duration::from_secs_f64(nodes as f64 / MAX_HEARTBEATS_PER_SECOND);
+        self.inner.config.heartbeat_ttl.max(scaled)
     }
 
     fn client_enabled(&self) -> bool {

@@ -90,7 +90,8 @@ impl Draft {
         Ok(job)
     }
 
-    /// Drops versions (and submissions) beyond the retained count, oldest first.
+    /// Drops versions (and submissions) beyond the retained count, oldest first, except
+    /// versions that non-terminal allocations still run.
     fn trim_versions(&mut self, key: &JobKey) {
         let versions: Vec<u64> = self
             .snap
@@ -99,7 +100,21 @@ impl Draft {
             .map(|((_, version), _)| *version)
             .collect();
         let excess = versions.len().saturating_sub(super::TRACKED_VERSIONS);
-        for version in versions.into_iter().take(excess) {
+        if excess == 0 {
+            return;
+        }
+        // A version a live allocation still runs stays: its client needs the job.
+        let in_use: std::collections::BTreeSet<u64> = self
+            .snap
+            .allocs_of_job(key)
+            .filter(|alloc| !alloc.terminal())
+            .map(|alloc| alloc.job_version)
+            .collect();
+        for version in versions
+            .into_iter()
+            .take(excess)
+            .filter(|version| !in_use.contains(version))
+        {
             self.snap.job_versions.remove(&(key.clone(), version));
             self.delete(keys::job_version(key, version));
             if self

@@ -11,7 +11,8 @@
 //! - `allocs_by_node`, `allocs_by_job` and `node_usage` always agree with `allocs`:
 //!   `node_usage[n]` is the sum of the resources of the non-terminal allocations on node `n`.
 //! - `jobs` holds the latest version of each job; `job_versions` every retained version of it
-//!   (at most [`TRACKED_VERSIONS`] per job), including the latest.
+//!   (the latest [`TRACKED_VERSIONS`] per job, plus older ones that non-terminal allocations
+//!   still run), including the latest.
 //! - `blocked_evals` holds exactly the IDs of the evaluations whose status is `blocked`.
 
 use std::sync::Arc;

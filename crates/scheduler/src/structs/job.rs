@@ -42,6 +42,9 @@ pub struct Job {
     pub spreads: Vec<Spread>,
     pub task_groups: Vec<TaskGroup>,
     pub update: Option<Value>,
+    /// Job-level `reschedule` and `migrate`: canonicalize has merged them into every group.
+    pub reschedule: Option<Value>,
+    pub migrate: Option<Value>,
     pub multiregion: Option<Value>,
     pub periodic: Option<Value>,
     pub parameterized_job: Option<Value>,
@@ -100,6 +103,7 @@ pub struct TaskGroup {
     pub max_client_disconnect: Option<Nanos>,
     pub prevent_reschedule_on_lost: bool,
     pub disconnect: Option<Value>,
+    pub max_run_duration: Option<Nanos>,
 }
 
 /// A `task` block.
@@ -138,6 +142,7 @@ pub struct Task {
     pub actions: Vec<Value>,
     pub schedule: Option<Value>,
     pub secrets_integration: Option<Value>,
+    pub secrets: Option<Value>,
 }
 
 /// A `constraint` block: `LTarget Operand RTarget`.

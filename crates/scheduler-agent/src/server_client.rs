@@ -1,0 +1,261 @@
+//! The client side of the cairn-internal client protocol (JSON over HTTP on the scheduler's
+//! listener), every call carrying `X-Nomad-Token: <node SecretID>`:
+//!
+//! - `PUT /v1/internal/node/register` `{"Node": Node}` → `{"HeartbeatTTL": ns, "Index": n}`;
+//! - `PUT /v1/internal/node/:id/heartbeat` → `{"HeartbeatTTL": ns}` (404: re-register);
+//! - `GET /v1/internal/node/:id/allocations?index=N&wait=30s` (blocking) →
+//!   `{"Allocs": [Allocation with Job], "Index": n}`;
+//! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`.
+//!
+//! Invariants: a transport failure moves on to the next configured server; malformed data is
+//! an error value, never a panic; one allocation the agent cannot decode does not hide the
+//! others (its ID is still reported, so the agent does not mistake it for garbage-collected).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use scheduler::structs::{AllocClientUpdate, Allocation, Nanos, Node};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The header carrying the node's secret.
+const TOKEN_HEADER: &str = "X-Nomad-Token";
+
+/// Timeout of the non-blocking calls.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Extra time a blocking query may take beyond its `wait` (the server adds jitter).
+const BLOCKING_SLACK: Duration = Duration::from_secs(10);
+
+/// Why a call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ServerError {
+    #[error("server answered {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("cannot reach server {server}: {error}")]
+    Transport { server: String, error: String },
+    #[error("malformed server response: {0}")]
+    Decode(String),
+}
+
+impl ServerError {
+    /// Whether the server answered 404 (it does not know the node).
+    pub(crate) fn is_not_found(&self) -> bool {
+        matches!(self, ServerError::Status { status: 404, .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct RegisterResponse {
+    #[serde(rename = "HeartbeatTTL")]
+    pub(crate) heartbeat_ttl: Nanos,
+    pub(crate) index: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct HeartbeatResponse {
+    #[serde(rename = "HeartbeatTTL")]
+    pub(crate) heartbeat_ttl: Nanos,
+}
+
+/// The allocations placed on this node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeAllocations {
+    pub(crate) allocs: Vec<Allocation>,
+    /// IDs of allocations present but not decodable (kept, never treated as gone).
+    pub(crate) undecodable: Vec<String>,
+    pub(crate) index: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RawAllocations {
+    #[serde(default)]
+    allocs: Option<Vec<Value>>,
+    #[serde(default)]
+    index: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct RegisterRequest<'a> {
+    node: &'a Node,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct UpdateRequest<'a> {
+    allocs: &'a [AllocClientUpdate],
+}
+
+/// An HTTP client for the configured servers.
+#[derive(Debug)]
+pub(crate) struct ServerClient {
+    http: reqwest::Client,
+    servers: Vec<String>,
+    current: AtomicUsize,
+    secret: String,
+    register_token: Option<String>,
+}
+
+impl ServerClient {
+    pub(crate) fn new(
+        servers: &[String],
+        secret: String,
+        register_token: Option<String>,
+    ) -> Result<ServerClient, String> {
+        if servers.is_empty() {
+            return Err("no servers configured".to_owned());
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|error| format!("cannot build the HTTP client: {error}"))?;
+        Ok(ServerClient {
+            http,
+            servers: servers
+                .iter()
+                .map(|server| server.trim_end_matches('/').to_owned())
+                .collect(),
+            current: AtomicUsize::new(0),
+            secret,
+            register_token,
+        })
+    }
+
+    pub(crate) async fn register(&self, node: &Node) -> Result<RegisterResponse, ServerError> {
+        let token = self.register_token.as_deref().unwrap_or(&self.secret);
+        let body = serde_json::to_vec(&RegisterRequest { node })
+            .map_err(|error| ServerError::Decode(error.to_string()))?;
+        let bytes = self
+            .call(
+                reqwest::Method::PUT,
+                "/v1/internal/node/register",
+                token,
+                Some(body),
+                CALL_TIMEOUT,
+            )
+            .await?;
+        decode(&bytes)
+    }
+
+    pub(crate) async fn heartbeat(&self, node_id: &str) -> Result<HeartbeatResponse, ServerError> {
+        let path = format!("/v1/internal/node/{node_id}/heartbeat");
+        let bytes = self
+            .call(
+                reqwest::Method::PUT,
+                &path,
+                &self.secret,
+                None,
+                CALL_TIMEOUT,
+            )
+            .await?;
+        decode(&bytes)
+    }
+
+    /// The blocking allocations query: returns once the index passes `index` or `wait` ends.
+    pub(crate) async fn allocations(
+        &self,
+        node_id: &str,
+        index: u64,
+        wait: Duration,
+    ) -> Result<NodeAllocations, ServerError> {
+        let path = format!(
+            "/v1/internal/node/{node_id}/allocations?index={index}&wait={}",
+            crate::time::go_duration_of(wait)
+        );
+        let bytes = self
+            .call(
+                reqwest::Method::GET,
+                &path,
+                &self.secret,
+                None,
+                wait + BLOCKING_SLACK,
+            )
+            .await?;
+        let raw: RawAllocations = decode(&bytes)?;
+        let mut result = NodeAllocations {
+            index: raw.index,
+            ..NodeAllocations::default()
+        };
+        for value in raw.allocs.unwrap_or_default() {
+            let id = value.get("ID").and_then(Value::as_str).map(str::to_owned);
+            match serde_json::from_value::<Allocation>(value) {
+                Ok(alloc) => result.allocs.push(alloc),
+                Err(error) => {
+                    tracing::warn!(alloc_id = ?id, %error, "cannot decode an allocation from the server");
+                    result.undecodable.extend(id);
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    pub(crate) async fn update_allocations(
+        &self,
+        updates: &[AllocClientUpdate],
+    ) -> Result<(), ServerError> {
+        let body = serde_json::to_vec(&UpdateRequest { allocs: updates })
+            .map_err(|error| ServerError::Decode(error.to_string()))?;
+        self.call(
+            reqwest::Method::PUT,
+            "/v1/internal/allocations",
+            &self.secret,
+            Some(body),
+            CALL_TIMEOUT,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ServerError> {
+        let at = self.current.load(Ordering::Relaxed) % self.servers.len();
+        let server = &self.servers[at];
+        let mut request = self
+            .http
+            .request(method, format!("{server}{path}"))
+            .header(TOKEN_HEADER, token)
+            .timeout(timeout);
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let transport = |error: reqwest::Error| {
+            // Try the next server on the next call.
+            self.current
+                .store((at + 1) % self.servers.len(), Ordering::Relaxed);
+            ServerError::Transport {
+                server: server.clone(),
+                error: error.to_string(),
+            }
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            return Err(ServerError::Status {
+                status: status.as_u16(),
+                body: String::from_utf8_lossy(&bytes)
+                    .trim()
+                    .chars()
+                    .take(500)
+                    .collect(),
+            });
+        }
+        Ok(bytes.to_vec())
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ServerError> {
+    serde_json::from_slice(bytes).map_err(|error| ServerError::Decode(error.to_string()))
+}

@@ -1,0 +1,894 @@
+//! The task runner (Nomad's `taskrunner.TaskRunner`): runs one task of an allocation through
+//! its life — pending → running → dead — restarting it per its restart policy, and publishes
+//! its [`TaskRecord`] (state, events, process identity) to the alloc runner after every change.
+//!
+//! Commands arrive on a channel ([`TaskCommand`]): kill (alloc stopped, sibling failed, GC),
+//! signal and user restart (the handle map in `handles.rs`). Agent shutdown detaches: the runner
+//! returns at once, leaving the process running for the next agent to re-attach to.
+//!
+//! Event sequences (upstream's):
+//! - start: `Received`, `Task Setup` (first time), `Started`;
+//! - exit: `Terminated`, then `Restarting` (state pending, `Restarts`+1) or `Not Restarting`
+//!   (dead, failed) or nothing more (batch success: dead);
+//! - start failure: `Driver Failure` / `Failed Validation`, then `Not Restarting` ("Error was
+//!   unrecoverable");
+//! - kill: (`Sibling Task Failed`), `Killing` (both from the alloc runner), `Terminated`,
+//!   `Killed`; a task killed while waiting to restart just goes dead;
+//! - user restart: `Restart Signaled`, `Terminated`, `Restarting` (no delay), `Started`.
+//!
+//! Invariants: at most one process per task; the pid and start time are published before the
+//! runner waits on the process, and cleared once it is gone; `StartedAt` is set on each
+//! transition to running, `FinishedAt` once on death.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use scheduler::structs::{
+    Allocation, EVENT_RESTARTING, Job, Node, TASK_STATE_DEAD, TASK_STATE_PENDING,
+    TASK_STATE_RUNNING, Task, TaskEvent,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::driver::raw_exec::{self, LaunchSpec};
+use crate::driver::{ExitResult, ProcessHandle, RAW_EXEC, parse_signal};
+use crate::env::{EnvInputs, TaskEnv};
+use crate::events;
+use crate::handles::ControlError;
+use crate::restarts::{Decision, RestartTracker, RunOutcome, default_policy};
+use crate::state::{TaskDirs, TaskRecord};
+use crate::time::{duration_of, now_rfc3339, rfc3339_nanos};
+
+/// What the alloc runner (or a control endpoint) asks of a task runner.
+#[derive(Debug)]
+pub(crate) enum TaskCommand {
+    /// Kill the task for good, first emitting `events` (e.g. `Sibling Task Failed`, `Killing`).
+    Kill { events: Vec<TaskEvent> },
+    /// Send a signal to the running process.
+    Signal {
+        signal: String,
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+    /// Restart the running process in place, emitting `event` first.
+    Restart {
+        event: Box<TaskEvent>,
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+}
+
+/// A task's latest record, published after every change.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskUpdate {
+    pub(crate) task: String,
+    pub(crate) record: TaskRecord,
+}
+
+/// Everything a task runner needs, fixed for its lifetime.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskContext {
+    pub(crate) alloc: Arc<Allocation>,
+    pub(crate) job: Arc<Job>,
+    pub(crate) task: Task,
+    pub(crate) node: Arc<Node>,
+    pub(crate) dirs: TaskDirs,
+    pub(crate) host_env: Arc<Vec<(String, String)>>,
+    pub(crate) max_kill_timeout: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) updates: mpsc::UnboundedSender<TaskUpdate>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl TaskContext {
+    /// The kill timeout applied: the task's, capped by the client's maximum.
+    pub(crate) fn kill_timeout(&self) -> Duration {
+        duration_of(self.task.kill_timeout).min(self.max_kill_timeout)
+    }
+
+    fn kill_signal(&self) -> Signal {
+        parse_signal(&self.task.kill_signal).unwrap_or(Signal::SIGINT)
+    }
+}
+
+/// How a run attempt ended.
+enum Step {
+    Outcome(RunOutcome),
+    /// Killed before a process existed: go dead.
+    Stop,
+    /// The agent is shutting down: return, leaving any process running.
+    Detach,
+}
+
+/// Where a restored task resumes.
+enum Resume {
+    Fresh,
+    Dead,
+    Pending,
+    Attached(Box<ProcessHandle>),
+    Vanished(ExitResult),
+}
+
+#[derive(Debug)]
+pub(crate) struct TaskRunner {
+    ctx: TaskContext,
+    record: TaskRecord,
+    restored: bool,
+    tracker: RestartTracker,
+    kill_error: Option<String>,
+}
+
+impl TaskRunner {
+    /// A runner for a new task, or resuming `restored` after an agent restart.
+    pub(crate) fn new(ctx: TaskContext, restored: Option<TaskRecord>) -> TaskRunner {
+        let group = ctx.job.task_group(&ctx.alloc.task_group);
+        let policy = ctx
+            .task
+            .restart_policy
+            .clone()
+            .or_else(|| group.and_then(|group| group.restart_policy.clone()))
+            .unwrap_or_else(|| default_policy(&ctx.job.job_type));
+        let tracker = RestartTracker::new(&policy, &ctx.job.job_type, Instant::now());
+        TaskRunner {
+            restored: restored.is_some(),
+            record: restored.unwrap_or_default(),
+            tracker,
+            kill_error: None,
+            ctx,
+        }
+    }
+
+    /// Runs the task until it is dead (returns its final record) or the agent shuts down
+    /// (returns the record as it stands, the process left running).
+    pub(crate) async fn run(
+        mut self,
+        mut commands: mpsc::UnboundedReceiver<TaskCommand>,
+    ) -> TaskRecord {
+        let mut handle = None;
+        let mut vanished = None;
+        match self.resume() {
+            Resume::Fresh => {
+                self.record.state.state = TASK_STATE_PENDING.to_owned();
+                self.emit(events::received());
+            }
+            Resume::Dead => {
+                self.publish();
+                return self.record;
+            }
+            Resume::Pending => self.publish(),
+            Resume::Attached(process) => {
+                tracing::info!(task = %self.ctx.task.name, pid = process.pid(), "re-attached to a running task");
+                handle = Some(*process);
+                self.publish();
+            }
+            Resume::Vanished(result) => {
+                tracing::info!(task = %self.ctx.task.name, ?result, "a task ended while the agent was away");
+                self.record.local.pid = None;
+                self.record.local.start_time = None;
+                self.emit(events::terminated(&result));
+                vanished = Some(result);
+            }
+        }
+
+        let mut killed = false;
+        loop {
+            // With a process, commands are handled while waiting on it (in `run_once`).
+            if handle.is_none() {
+                self.drain_commands(&mut commands, &mut killed);
+                if killed {
+                    break;
+                }
+            }
+            let outcome = match vanished.take() {
+                Some(result) => RunOutcome::Exited {
+                    successful: result.successful(),
+                },
+                None => match self.run_once(&mut handle, &mut commands, &mut killed).await {
+                    Step::Outcome(outcome) => outcome,
+                    Step::Stop => break,
+                    Step::Detach => return self.record,
+                },
+            };
+            match self
+                .tracker
+                .decide(outcome, Instant::now(), rand::random::<f64>())
+            {
+                Decision::Killed => {
+                    let error = self.kill_error.take();
+                    self.emit(events::killed(error.as_deref()));
+                    break;
+                }
+                Decision::NotRestarting { reason } => {
+                    tracing::info!(task = %self.ctx.task.name, %reason, "not restarting task");
+                    self.update_state(TASK_STATE_DEAD, Some(events::not_restarting(&reason)));
+                    break;
+                }
+                Decision::Terminated { reason } => {
+                    tracing::info!(task = %self.ctx.task.name, %reason, "task terminated");
+                    break;
+                }
+                Decision::Restart { delay, reason } => {
+                    tracing::info!(task = %self.ctx.task.name, %reason, ?delay, "restarting task");
+                    self.update_state(TASK_STATE_PENDING, Some(events::restarting(delay, &reason)));
+                    if self.restart_delay(delay, &mut commands, &mut killed).await {
+                        return self.record;
+                    }
+                }
+            }
+        }
+        self.update_state(TASK_STATE_DEAD, None);
+        self.record
+    }
+
+    fn resume(&mut self) -> Resume {
+        if !self.restored {
+            return Resume::Fresh;
+        }
+        match self.record.state.state.as_str() {
+            TASK_STATE_DEAD => Resume::Dead,
+            TASK_STATE_RUNNING => {
+                let exit_file = self.ctx.dirs.exit_file.clone();
+                match (self.record.local.pid, self.record.local.start_time) {
+                    (Some(pid), Some(start_time)) => {
+                        match ProcessHandle::adopt(
+                            pid,
+                            start_time,
+                            exit_file.clone(),
+                            self.ctx.poll_interval,
+                        ) {
+                            Some(process) => Resume::Attached(Box::new(process)),
+                            None => Resume::Vanished(raw_exec::exit_of_vanished(&exit_file)),
+                        }
+                    }
+                    _ => Resume::Vanished(ExitResult::unknown(
+                        "the agent restarted before recording the task's process",
+                    )),
+                }
+            }
+            _ => Resume::Pending,
+        }
+    }
+
+    /// Handles commands that arrived while no process runs.
+    fn drain_commands(
+        &mut self,
+        commands: &mut mpsc::UnboundedReceiver<TaskCommand>,
+        killed: &mut bool,
+    ) {
+        while let Ok(command) = commands.try_recv() {
+            self.not_running(command, killed);
+        }
+    }
+
+    fn not_running(&mut self, command: TaskCommand, killed: &mut bool) {
+        match command {
+            TaskCommand::Kill { events } => {
+                for event in events {
+                    self.emit(event);
+                }
+                *killed = true;
+            }
+            TaskCommand::Signal { reply, .. } | TaskCommand::Restart { reply, .. } => {
+                let _ = reply.send(Err(ControlError::NotRunning));
+            }
+        }
+    }
+
+    /// Starts the task if needed, then waits for its process to end or to be killed.
+    async fn run_once(
+        &mut self,
+        handle: &mut Option<ProcessHandle>,
+        commands: &mut mpsc::UnboundedReceiver<TaskCommand>,
+        killed: &mut bool,
+    ) -> Step {
+        if handle.is_none() {
+            if *killed {
+                return Step::Stop;
+            }
+            match self.start() {
+                Ok(process) => *handle = Some(process),
+                Err(recoverable) => return Step::Outcome(RunOutcome::StartFailed { recoverable }),
+            }
+        }
+        let Some(process) = handle.as_mut() else {
+            return Step::Stop;
+        };
+        let mut user_restart = false;
+        let result = loop {
+            tokio::select! {
+                result = process.wait() => break result,
+                () = self.ctx.shutdown.cancelled() => return Step::Detach,
+                command = commands.recv() => match command {
+                    None => return Step::Detach,
+                    Some(TaskCommand::Kill { events }) => {
+                        for event in events {
+                            self.emit(event);
+                        }
+                        *killed = true;
+                        let (result, error) = process.kill(self.ctx.kill_signal(), self.ctx.kill_timeout()).await;
+                        self.kill_error = error;
+                        break result;
+                    }
+                    Some(TaskCommand::Signal { signal, reply }) => {
+                        let _ = reply.send(self.signal(process, &signal));
+                    }
+                    Some(TaskCommand::Restart { event, reply }) => {
+                        self.emit(*event);
+                        user_restart = true;
+                        let (result, _) = process.kill(self.ctx.kill_signal(), self.ctx.kill_timeout()).await;
+                        let _ = reply.send(Ok(()));
+                        break result;
+                    }
+                },
+            }
+        };
+        *handle = None;
+        self.record.local.pid = None;
+        self.record.local.start_time = None;
+        self.emit(events::terminated(&result));
+        Step::Outcome(if *killed {
+            RunOutcome::Killed
+        } else if user_restart {
+            RunOutcome::UserRestart
+        } else {
+            RunOutcome::Exited {
+                successful: result.successful(),
+            }
+        })
+    }
+
+    /// Waits out a restart delay; true when the agent is shutting down.
+    async fn restart_delay(
+        &mut self,
+        delay: Duration,
+        commands: &mut mpsc::UnboundedReceiver<TaskCommand>,
+        killed: &mut bool,
+    ) -> bool {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                () = &mut sleep => return false,
+                () = self.ctx.shutdown.cancelled() => return true,
+                command = commands.recv() => match command {
+                    None => return true,
+                    Some(command) => {
+                        let kill = matches!(command, TaskCommand::Kill { .. });
+                        self.not_running(command, killed);
+                        if kill {
+                            return false;
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    fn signal(&mut self, process: &ProcessHandle, name: &str) -> Result<(), ControlError> {
+        if process.has_exited() {
+            return Err(ControlError::NotRunning);
+        }
+        self.emit(events::signaling(name));
+        let signal = parse_signal(name).unwrap_or_else(|| {
+            tracing::warn!(
+                signal = name,
+                "unknown signal to send to task, using SIGINT instead"
+            );
+            Signal::SIGINT
+        });
+        process.signal(signal).map_err(ControlError::Failed)
+    }
+
+    /// Builds the task directory, validates the config and launches the process. The error is
+    /// whether the failure is recoverable (an event has been emitted).
+    fn start(&mut self) -> Result<ProcessHandle, bool> {
+        if !self.record.local.dir_built {
+            self.emit(events::task_setup(events::BUILDING_TASK_DIR));
+        }
+        if let Err(error) = self.ctx.dirs.build() {
+            let message = format!(
+                "failed to build task directory for {:?}: {error}",
+                self.ctx.task.name
+            );
+            self.emit(events::setup_failure(&message));
+            return Err(true);
+        }
+        self.record.local.dir_built = true;
+
+        if self.ctx.task.driver != RAW_EXEC {
+            let message = format!(
+                "failed to find driver {:?}: this client only runs {RAW_EXEC}",
+                self.ctx.task.driver
+            );
+            self.emit(events::driver_failure(&message));
+            return Err(false);
+        }
+        let config = match raw_exec::parse_config(&self.ctx.task.config) {
+            Ok(config) => config,
+            Err(error) => {
+                self.emit(events::failed_validation(&error));
+                return Err(false);
+            }
+        };
+        let Some(group) = self.ctx.job.task_group(&self.ctx.alloc.task_group) else {
+            let message = format!(
+                "task group {:?} not found in the job",
+                self.ctx.alloc.task_group
+            );
+            self.emit(events::failed_validation(&message));
+            return Err(false);
+        };
+        let env = TaskEnv::build(&EnvInputs {
+            alloc: &self.ctx.alloc,
+            job: &self.ctx.job,
+            group,
+            task: &self.ctx.task,
+            node: &self.ctx.node,
+            alloc_dir: &self.ctx.dirs.shared,
+            local_dir: &self.ctx.dirs.local,
+            secrets_dir: &self.ctx.dirs.secrets,
+            host_env: &self.ctx.host_env,
+        });
+        let spec = LaunchSpec {
+            command: env.interpolate(&config.command),
+            args: config.args.iter().map(|arg| env.interpolate(arg)).collect(),
+            work_dir: config
+                .work_dir
+                .as_deref()
+                .map(|dir| PathBuf::from(env.interpolate(dir))),
+            env: env.vars().clone(),
+            task_dir: self.ctx.dirs.task_dir.clone(),
+            stdout: self.ctx.dirs.stdout.clone(),
+            stderr: self.ctx.dirs.stderr.clone(),
+            exit_file: self.ctx.dirs.exit_file.clone(),
+        };
+        match raw_exec::start(&spec, self.ctx.poll_interval) {
+            Ok(process) => {
+                self.record.local.pid = Some(process.pid());
+                self.record.local.start_time = Some(process.start_time());
+                self.update_state(TASK_STATE_RUNNING, Some(events::started()));
+                Ok(process)
+            }
+            Err(error) => {
+                self.emit(events::driver_failure(&error));
+                Err(false)
+            }
+        }
+    }
+
+    /// Appends an event (without changing the state) and publishes.
+    fn emit(&mut self, event: TaskEvent) {
+        self.append(event);
+        self.publish();
+    }
+
+    /// Moves to `state` (after appending `event`) and publishes.
+    fn update_state(&mut self, state: &str, event: Option<TaskEvent>) {
+        if let Some(event) = event {
+            self.append(event);
+        }
+        let task_state = &mut self.record.state;
+        let previous = std::mem::replace(&mut task_state.state, state.to_owned());
+        if state == TASK_STATE_RUNNING && previous != TASK_STATE_RUNNING {
+            task_state.started_at = Some(now_rfc3339());
+        }
+        if state == TASK_STATE_DEAD && task_state.finished_at.is_none() {
+            task_state.finished_at = Some(now_rfc3339());
+        }
+        self.publish();
+    }
+
+    fn append(&mut self, mut event: TaskEvent) {
+        event.display_message = events::display_message(&event);
+        let state = &mut self.record.state;
+        if event.fails_task {
+            state.failed = true;
+        }
+        if event.event_type == EVENT_RESTARTING {
+            state.restarts += 1;
+            state.last_restart = Some(rfc3339_nanos(event.time));
+        }
+        tracing::info!(task = %self.ctx.task.name, alloc_id = %self.ctx.alloc.id, r#type = %event.event_type, msg = %event.display_message, "task event");
+        state.push_event(event);
+    }
+
+    fn publish(&self) {
+        let _ = self.ctx.updates.send(TaskUpdate {
+            task: self.ctx.task.name.clone(),
+            record: self.record.clone(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use scheduler::structs::{RestartPolicy, TaskGroup, TaskState};
+    use serde_json::json;
+
+    use super::*;
+    use crate::state::StateDir;
+
+    struct Harness {
+        _dir: tempfile::TempDir,
+        ctx: TaskContext,
+        updates: mpsc::UnboundedReceiver<TaskUpdate>,
+        shutdown: CancellationToken,
+    }
+
+    fn harness(job_type: &str, script: &str, policy: RestartPolicy) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path().to_path_buf());
+        let task = Task {
+            name: "main".to_owned(),
+            driver: RAW_EXEC.to_owned(),
+            config: BTreeMap::from([
+                ("command".to_owned(), json!("/bin/sh")),
+                ("args".to_owned(), json!(["-c", script])),
+            ]),
+            kill_timeout: 2_000_000_000,
+            restart_policy: Some(policy),
+            ..Task::default()
+        };
+        let job = Job {
+            id: "job".to_owned(),
+            name: "job".to_owned(),
+            job_type: job_type.to_owned(),
+            task_groups: vec![TaskGroup {
+                name: "group".to_owned(),
+                tasks: vec![task.clone()],
+                ..TaskGroup::default()
+            }],
+            ..Job::default()
+        };
+        let alloc = Allocation {
+            id: "a1".to_owned(),
+            name: "job.group[0]".to_owned(),
+            task_group: "group".to_owned(),
+            ..Allocation::default()
+        };
+        let (tx, updates) = mpsc::unbounded_channel();
+        let shutdown = CancellationToken::new();
+        let ctx = TaskContext {
+            alloc: Arc::new(alloc),
+            job: Arc::new(job),
+            task,
+            node: Arc::new(Node::default()),
+            dirs: state.task_dirs("a1", "main"),
+            host_env: Arc::new(vec![("PATH".to_owned(), "/usr/bin:/bin".to_owned())]),
+            max_kill_timeout: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(20),
+            updates: tx,
+            shutdown: shutdown.clone(),
+        };
+        Harness {
+            _dir: dir,
+            ctx,
+            updates,
+            shutdown,
+        }
+    }
+
+    fn policy(attempts: i64, delay_ms: i64) -> RestartPolicy {
+        RestartPolicy {
+            attempts,
+            interval: 60_000_000_000,
+            delay: delay_ms * 1_000_000,
+            mode: "fail".to_owned(),
+            render_templates: false,
+        }
+    }
+
+    fn types(state: &TaskState) -> Vec<&str> {
+        state
+            .events
+            .iter()
+            .map(|event| event.event_type.as_str())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_failing_task_is_restarted_per_policy_then_fails() {
+        let harness = harness(
+            "service",
+            "echo run >> \"$NOMAD_TASK_DIR/runs\"; exit 2",
+            policy(1, 100),
+        );
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let started = Instant::now();
+        let record = TaskRunner::new(harness.ctx.clone(), None).run(rx).await;
+        let elapsed = started.elapsed();
+        let state = &record.state;
+        assert_eq!(
+            types(state),
+            vec![
+                "Received",
+                "Task Setup",
+                "Started",
+                "Terminated",
+                "Restarting",
+                "Started",
+                "Terminated",
+                "Not Restarting"
+            ]
+        );
+        assert_eq!(state.state, "dead");
+        assert!(state.failed);
+        assert_eq!(state.restarts, 1);
+        assert!(state.last_restart.is_some());
+        assert!(state.started_at.is_some() && state.finished_at.is_some());
+        let terminated = &state.events[3];
+        assert_eq!(terminated.exit_code, 2);
+        assert_eq!(terminated.details["exit_code"], "2");
+        assert_eq!(terminated.display_message, "Exit Code: 2");
+        let restarting = &state.events[4];
+        assert!(restarting.start_delay >= 100_000_000 && restarting.start_delay < 125_000_000);
+        assert_eq!(restarting.restart_reason, "Restart within policy");
+        assert!(
+            restarting
+                .display_message
+                .starts_with("Task restarting in 1")
+        );
+        let not_restarting = state.events.last().unwrap();
+        assert_eq!(
+            not_restarting.display_message,
+            "Exceeded allowed attempts 1 in interval 1m0s and mode is \"fail\""
+        );
+        assert!(not_restarting.fails_task);
+        let runs = std::fs::read_to_string(harness.ctx.dirs.local.join("runs")).unwrap();
+        assert_eq!(runs, "run\nrun\n");
+        assert!(elapsed >= Duration::from_millis(100), "{elapsed:?}");
+        assert_eq!(record.local.pid, None);
+    }
+
+    #[tokio::test]
+    async fn a_successful_batch_task_is_not_restarted() {
+        let harness = harness("batch", "exit 0", policy(3, 100));
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let record = TaskRunner::new(harness.ctx.clone(), None).run(rx).await;
+        assert_eq!(
+            types(&record.state),
+            vec!["Received", "Task Setup", "Started", "Terminated"]
+        );
+        assert_eq!(record.state.state, "dead");
+        assert!(!record.state.failed);
+    }
+
+    #[tokio::test]
+    async fn zero_attempts_fail_at_the_first_exit() {
+        let harness = harness("service", "exit 0", policy(0, 100));
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let record = TaskRunner::new(harness.ctx.clone(), None).run(rx).await;
+        assert_eq!(
+            record.state.events.last().unwrap().display_message,
+            "Policy allows no restarts"
+        );
+        assert!(record.state.failed);
+    }
+
+    #[tokio::test]
+    async fn a_start_failure_is_unrecoverable() {
+        let mut harness = harness("service", "", policy(3, 100));
+        harness.ctx.task.config =
+            BTreeMap::from([("command".to_owned(), json!("/no/such/binary"))]);
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let record = TaskRunner::new(harness.ctx.clone(), None).run(rx).await;
+        assert_eq!(
+            types(&record.state),
+            vec!["Received", "Task Setup", "Driver Failure", "Not Restarting"]
+        );
+        assert_eq!(
+            record.state.events[3].restart_reason,
+            "Error was unrecoverable"
+        );
+        assert!(record.state.failed);
+
+        harness.ctx.task.driver = "docker".to_owned();
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let record = TaskRunner::new(harness.ctx.clone(), None).run(rx).await;
+        assert!(record.state.events[2].driver_error.contains("\"docker\""));
+
+        harness.ctx.task.driver = RAW_EXEC.to_owned();
+        harness.ctx.task.config = BTreeMap::new();
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let record = TaskRunner::new(harness.ctx.clone(), None).run(rx).await;
+        assert_eq!(types(&record.state)[2], "Failed Validation");
+    }
+
+    #[tokio::test]
+    async fn a_killed_task_emits_killing_terminated_killed() {
+        let mut harness = harness("service", "echo up; sleep 10", policy(3, 100));
+        harness.ctx.task.kill_signal = "SIGTERM".to_owned();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let runner = tokio::spawn(TaskRunner::new(harness.ctx.clone(), None).run(rx));
+        wait_running(&mut harness.updates).await;
+        // A signal that lands between the wrapper's fork and exec is lost (see raw_exec).
+        let stdout = harness.ctx.dirs.stdout.clone();
+        wait_for(|| std::fs::read_to_string(&stdout).unwrap_or_default() == "up\n").await;
+        tx.send(TaskCommand::Kill {
+            events: vec![events::killing(harness.ctx.kill_timeout())],
+        })
+        .unwrap();
+        let record = runner.await.unwrap();
+        assert_eq!(
+            types(&record.state),
+            vec![
+                "Received",
+                "Task Setup",
+                "Started",
+                "Killing",
+                "Terminated",
+                "Killed"
+            ]
+        );
+        assert_eq!(record.state.events[4].exit_code, 143);
+        assert_eq!(record.state.events[4].signal, 15);
+        assert_eq!(record.state.state, "dead");
+        assert!(!record.state.failed);
+    }
+
+    #[tokio::test]
+    async fn signal_and_user_restart_reach_the_process() {
+        let harness = harness(
+            "service",
+            "trap 'echo usr1 >> \"$NOMAD_TASK_DIR/log\"' USR1; echo start >> \"$NOMAD_TASK_DIR/log\"; n=0; while [ $n -lt 400 ]; do sleep 0.05; n=$((n+1)); done",
+            policy(0, 100),
+        );
+        let mut harness = harness;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let runner = tokio::spawn(TaskRunner::new(harness.ctx.clone(), None).run(rx));
+        wait_running(&mut harness.updates).await;
+        let log = harness.ctx.dirs.local.join("log");
+        wait_for(|| {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("start")
+        })
+        .await;
+
+        let (reply, answer) = oneshot::channel();
+        tx.send(TaskCommand::Signal {
+            signal: "SIGUSR1".to_owned(),
+            reply,
+        })
+        .unwrap();
+        answer.await.unwrap().unwrap();
+        wait_for(|| {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("usr1")
+        })
+        .await;
+
+        // A user restart is not counted: attempts = 0 still restarts.
+        let (reply, answer) = oneshot::channel();
+        tx.send(TaskCommand::Restart {
+            event: Box::new(events::restart_signaled("User requested task to restart")),
+            reply,
+        })
+        .unwrap();
+        answer.await.unwrap().unwrap();
+        wait_for(|| {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .matches("start")
+                .count()
+                == 2
+        })
+        .await;
+
+        tx.send(TaskCommand::Kill { events: Vec::new() }).unwrap();
+        let record = runner.await.unwrap();
+        let types = types(&record.state);
+        assert_eq!(
+            types[..],
+            [
+                "Received",
+                "Task Setup",
+                "Started",
+                "Signaling",
+                "Restart Signaled",
+                "Terminated",
+                "Restarting",
+                "Started",
+                "Terminated",
+                "Killed"
+            ]
+        );
+        assert_eq!(record.state.restarts, 1);
+        assert_eq!(
+            record.state.events[6].display_message,
+            "Task restarting in 0s"
+        );
+    }
+
+    #[tokio::test]
+    async fn shutdown_detaches_and_a_new_runner_re_attaches() {
+        let mut harness = harness(
+            "batch",
+            "n=0; while [ ! -e \"$NOMAD_TASK_DIR/go\" ] && [ $n -lt 400 ]; do sleep 0.05; n=$((n+1)); done; exit 5",
+            policy(0, 100),
+        );
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let runner = tokio::spawn(TaskRunner::new(harness.ctx.clone(), None).run(rx));
+        wait_running(&mut harness.updates).await;
+        harness.shutdown.cancel();
+        let record = runner.await.unwrap();
+        assert_eq!(record.state.state, "running");
+        let pid = record.local.pid.unwrap();
+        let start_time = record.local.start_time.unwrap();
+        assert!(raw_exec::is_alive(pid, start_time));
+
+        // The "restarted agent".
+        let shutdown = CancellationToken::new();
+        harness.ctx.shutdown = shutdown;
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let runner = tokio::spawn(TaskRunner::new(harness.ctx.clone(), Some(record)).run(rx));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::fs::write(harness.ctx.dirs.local.join("go"), "").unwrap();
+        let record = runner.await.unwrap();
+        assert_eq!(
+            types(&record.state),
+            vec![
+                "Received",
+                "Task Setup",
+                "Started",
+                "Terminated",
+                "Not Restarting"
+            ]
+        );
+        assert_eq!(record.state.events[3].exit_code, 5);
+        assert!(record.state.failed);
+    }
+
+    #[tokio::test]
+    async fn a_task_that_ended_while_the_agent_was_away_is_accounted_for() {
+        let mut harness = harness(
+            "batch",
+            "n=0; while [ ! -e \"$NOMAD_TASK_DIR/go\" ] && [ $n -lt 400 ]; do sleep 0.05; n=$((n+1)); done; exit 0",
+            policy(2, 100),
+        );
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let runner = tokio::spawn(TaskRunner::new(harness.ctx.clone(), None).run(rx));
+        wait_running(&mut harness.updates).await;
+        harness.shutdown.cancel();
+        let record = runner.await.unwrap();
+        let (pid, start_time) = (record.local.pid.unwrap(), record.local.start_time.unwrap());
+        std::fs::write(harness.ctx.dirs.local.join("go"), "").unwrap();
+        wait_for(|| !raw_exec::is_alive(pid, start_time)).await;
+
+        harness.ctx.shutdown = CancellationToken::new();
+        let (_tx, rx) = mpsc::unbounded_channel();
+        let record = TaskRunner::new(harness.ctx.clone(), Some(record))
+            .run(rx)
+            .await;
+        assert_eq!(
+            types(&record.state),
+            vec!["Received", "Task Setup", "Started", "Terminated"]
+        );
+        assert_eq!(record.state.events[3].exit_code, 0);
+        assert_eq!(record.state.state, "dead");
+        assert!(!record.state.failed);
+    }
+
+    async fn wait_running(updates: &mut mpsc::UnboundedReceiver<TaskUpdate>) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(update) = updates.recv().await {
+                if update.record.state.state == "running" {
+                    return;
+                }
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn wait_for(mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !condition() {
+            assert!(Instant::now() < deadline, "condition not met in time");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
