@@ -230,3 +230,68 @@ async fn a_batch_job_completes_and_is_dead() {
     assert_eq!(allocations(&cairn, "oneshot").await.len(), 1, "a finished batch alloc is not replaced");
     cairn.stop().await;
 }
+
+#[tokio::test]
+async fn a_separate_agent_runs_jobs_and_reattaches_to_its_tasks_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cairn.hcl");
+    std::fs::write(
+        &config,
+        r#"
+data_dir = "data"
+secrets { enabled = false }
+registry { enabled = false }
+platform { enabled = false }
+scheduler { address = "127.0.0.1:0" }
+"#,
+    )
+    .unwrap();
+    let server = Cairn::start(&["server", "--config", config.to_str().unwrap()]).await;
+    let agent_dir = dir.path().join("agent");
+    let agent_args = [
+        "agent",
+        "--servers",
+        &server.addr("scheduler"),
+        "--data-dir",
+        agent_dir.to_str().unwrap(),
+        "--node-name",
+        "worker-1",
+    ];
+    let agent = Cairn::start(&agent_args).await;
+    let body = job("remote", "service", "/bin/sleep", &["300"], json!({}));
+    send(&server, reqwest::Method::PUT, "/v1/jobs", &body).await;
+    let alloc_id = eventually("a running allocation on the agent's node", || async {
+        allocations(&server, "remote")
+            .await
+            .into_iter()
+            .find(|alloc| alloc["ClientStatus"] == "running" && alloc["NodeName"] == "worker-1")
+            .and_then(|alloc| alloc["ID"].as_str().map(str::to_owned))
+    })
+    .await;
+    let started = allocation(&server, &alloc_id).await["TaskStates"]["t"]["StartedAt"].clone();
+
+    // The agent stops; its task keeps running, and the restarted agent adopts it.
+    agent.stop().await;
+    let agent = Cairn::start(&agent_args).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let alloc = allocation(&server, &alloc_id).await;
+    assert_eq!(alloc["ClientStatus"], "running");
+    assert_eq!(alloc["TaskStates"]["t"]["Restarts"], 0);
+    assert_eq!(alloc["TaskStates"]["t"]["StartedAt"], started, "the same process, not a new start");
+
+    // Stopping the job stops the adopted task.
+    let response = http()
+        .delete(server.url("scheduler", "/v1/job/remote"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    eventually("the adopted task is stopped", || async {
+        let alloc = allocation(&server, &alloc_id).await;
+        (alloc["ClientStatus"] == "complete" && alloc["TaskStates"]["t"]["State"] == "dead")
+            .then_some(())
+    })
+    .await;
+    agent.stop().await;
+    server.stop().await;
+}
