@@ -9,10 +9,11 @@ parameter) and a body that is not JSON.
 Scenarios: register and the 404 that `"id" in nomad.job` relies on; read with upstream's
 defaults filled and the job reaching `running`; a second version with its structured diff;
 a job's allocations and the allocation list options (prefix, filter, resources, task_states);
-stopping an allocation, which places a replacement; the jobs list with prefix, filter and
-meta; HCL2 parsing with a variable, canonicalized or not; stop and purge; bad input that
-changes nothing; a batch job that completes; and a client built with `namespace="default"`,
-which adds `?namespace=` to every URL (python-nomad's namespace injection).
+stopping an allocation, which places a replacement; a purge right after stops, which must
+still leave every allocation terminal; the jobs list with prefix, filter and meta; HCL2
+parsing with a variable, canonicalized or not; stop and purge, also of a job that could not
+be placed; bad input that changes nothing; a batch job that completes; and a client built with `namespace="default"`, which
+adds `?namespace=` to every URL (python-nomad's namespace injection).
 
 python-nomad sends booleans as Python's `True`/`False` (`meta=True`, `resources=True`,
 `task_states=False`, `purge=True`): the scheduler must read them as booleans.
@@ -20,7 +21,8 @@ python-nomad sends booleans as Python's `True`/`False` (`meta=True`, `resources=
 `cairn dev` runs one in-process client node with the raw_exec driver, so allocations really
 run (`/bin/sleep 300` for service jobs). Waits are polls every 0.2 s with a bound (20 s),
 never fixed sleeps. All scenarios share one `cairn dev`; each uses its own random job IDs and
-purges its jobs at teardown, which also stops their processes.
+purges its jobs at teardown, then waits for their allocations to be terminal (`cairn dev`
+leaves running tasks behind when it exits, so nothing may still run at the end).
 """
 
 from __future__ import annotations
@@ -89,21 +91,28 @@ def _short(value, limit: int = 3000) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
-def _poll(fetch, ok, what: str, timeout: float = WAIT):
-    """Call fetch() every POLL seconds until ok(result); fail after `timeout` with the last result."""
+def _poll(fetch, ok, what: str, timeout: float = WAIT, show=lambda value: value):
+    """Call fetch() every POLL seconds until ok(result); fail after `timeout` with the last
+    result (passed through `show`)."""
     t0 = time.monotonic()
     while True:
         last = fetch()
         if ok(last):
             return last
         if time.monotonic() - t0 >= timeout:
-            pytest.fail(f"{what}: not reached within {timeout:.0f} s; last seen: {_short(last)}")
+            pytest.fail(f"{what}: not reached within {timeout:.0f} s; last seen: {_short(show(last))}")
         time.sleep(POLL)
 
 
 def _summary(allocs: list[dict]) -> list[tuple]:
     return [
-        (a.get("ID"), a.get("DesiredStatus"), a.get("ClientStatus"), a.get("PreviousAllocation"))
+        (
+            a.get("ID"),
+            a.get("DesiredStatus"),
+            a.get("ClientStatus"),
+            a.get("ClientDescription"),
+            a.get("PreviousAllocation"),
+        )
         for a in allocs
     ]
 
@@ -113,6 +122,7 @@ def _wait_job_status(nomad, job_id: str, status: str) -> dict:
         lambda: nomad.job.get_job(job_id),
         lambda job: job.get("Status") == status,
         f"job {job_id} Status {status!r}",
+        show=lambda job: {k: job.get(k) for k in ("ID", "Status", "StatusDescription", "Stop", "Version")},
     )
 
 
@@ -127,6 +137,7 @@ def _wait_running_allocs(nomad, job_id: str, count: int) -> list[dict]:
         lambda: nomad.job.get_allocations(job_id),
         ok,
         f"{count} running allocation(s) of {job_id}",
+        show=_summary,
     )
     return [a for a in allocs if a.get("DesiredStatus") == "run"]
 
@@ -151,11 +162,29 @@ def jobs(nomad):
 
     tracker = Jobs()
     yield tracker
+    # Purge what the scenario left, then wait until those allocations are terminal: a process
+    # still running when `cairn dev` exits would outlive it. (A scenario that purges a job
+    # itself checks its allocations.)
+    allocs: list[str] = []
     for job_id in tracker.ids:
-        try:
+        if job_id in nomad.job:
+            allocs += [a["ID"] for a in nomad.job.get_allocations(job_id)]
             nomad.job.deregister_job(job_id, purge=True)
-        except URLNotFoundNomadException:
-            pass
+
+    def statuses() -> dict[str, str | None]:
+        seen = {}
+        for alloc_id in allocs:
+            try:
+                seen[alloc_id] = nomad.allocation.get_allocation(alloc_id).get("ClientStatus")
+            except URLNotFoundNomadException:
+                seen[alloc_id] = None  # gone with the purge
+        return seen
+
+    _poll(
+        statuses,
+        lambda seen: all(s is None or s in TERMINAL_CLIENT for s in seen.values()),
+        "allocations of purged jobs terminal",
+    )
 
 
 @pytest.fixture
@@ -253,7 +282,7 @@ def test_update_makes_a_new_version_with_a_count_diff(nomad, jobs, nomad_http):
 
     versions = nomad.job.get_versions(job_id)
     listed = versions["Versions"]
-    assert [v["Version"] for v in listed] == [1, 0], _summary(listed)
+    assert [v["Version"] for v in listed] == [1, 0], [v["Version"] for v in listed]
     assert [v["TaskGroups"][0]["Count"] for v in listed] == [2, 1]
     assert all(v["ID"] == job_id for v in listed)
     assert versions.get("Diffs") is None, versions.get("Diffs")  # not asked for
@@ -351,7 +380,9 @@ def test_stop_allocation_places_a_replacement(nomad, jobs):
         new = [a for a in allocs if a.get("PreviousAllocation") == old["ID"]]
         return len(new) == 1 and new[0].get("ClientStatus") == "running"
 
-    allocs = _poll(lambda: nomad.job.get_allocations(job_id), replaced, f"a running replacement of {old['ID']}")
+    allocs = _poll(
+        lambda: nomad.job.get_allocations(job_id), replaced, f"a running replacement of {old['ID']}", show=_summary
+    )
     (new,) = [a for a in allocs if a.get("PreviousAllocation") == old["ID"]]
     assert new["ID"] != old["ID"], new
     assert new["Name"] == old["Name"], (old["Name"], new["Name"])  # same slot, g[0]
@@ -369,7 +400,36 @@ def test_stop_allocation_places_a_replacement(nomad, jobs):
     assert [a["ID"] for a in live] == [new["ID"]], _summary(live)
 
 
+def test_purge_right_after_stop_leaves_every_allocation_terminal(nomad, jobs):
+    # Stopping allocations places replacements; purging the job at once must still end with
+    # every allocation, replacements included, stopped and "complete" (killed, not failed), as
+    # upstream's client does for an allocation that is stopped before it runs.
+    job_id = _job_id("stoppurge")
+    jobs.register(_service_job(job_id, count=3))
+    allocs = _wait_running_allocs(nomad, job_id, 3)
+    for alloc in allocs:
+        nomad.allocation.stop_allocation(alloc["ID"])
+    nomad.job.deregister_job(job_id, purge=True)
+    assert job_id not in nomad.job
+
+    final = _poll(
+        lambda: nomad.allocations.get_allocations(filter_=f'JobID == "{job_id}"', task_states=False),
+        lambda allocs: all(a.get("ClientStatus") in TERMINAL_CLIENT for a in allocs),
+        f"every allocation of purged job {job_id} terminal",
+        show=_summary,
+    )
+    assert {a["ID"] for a in allocs} <= {a["ID"] for a in final}, _summary(final)
+    for alloc in final:
+        assert alloc["DesiredStatus"] == "stop", _summary(final)
+        assert alloc["ClientStatus"] == "complete", _summary(final)
+
+
 # ------------------------------------------------------------------------------ jobs list
+
+
+LIST_ENTRY_FIELDS = (
+    "ID", "Name", "Type", "Priority", "Status", "JobSummary", "CreateIndex", "ModifyIndex", "JobModifyIndex",
+)  # fmt: skip
 
 
 def test_jobs_list_prefix_filter_and_meta(nomad, jobs):
@@ -382,7 +442,7 @@ def test_jobs_list_prefix_filter_and_meta(nomad, jobs):
     listed = nomad.jobs.get_jobs(prefix=stem)
     assert sorted(j["ID"] for j in listed) == [a, b], [j["ID"] for j in listed]
     for entry in listed:
-        for field in ("ID", "Name", "Type", "Priority", "Status", "JobSummary", "CreateIndex", "ModifyIndex", "JobModifyIndex"):
+        for field in LIST_ENTRY_FIELDS:
             assert field in entry, f"jobs list entry lacks {field}: {entry}"
         assert entry["Type"] == "service" and entry["Priority"] == 50, entry
         assert entry["JobSummary"]["JobID"] == entry["ID"], entry["JobSummary"]
@@ -503,6 +563,28 @@ def test_deregister_stops_then_purge_removes(nomad, jobs):
     nomad.job.deregister_job(job_id, purge=True)
     assert job_id not in nomad.job
     assert job_id not in [j["ID"] for j in nomad.jobs.get_jobs(prefix=job_id)]
+    # Allocations outlive the purge (until garbage collection) and keep their own copy of the
+    # job ("copy of the job when the allocation was created or updated").
+    kept = nomad.allocation.get_allocation(alloc["ID"])
+    assert kept["ClientStatus"] == "complete", kept
+    job_copy = kept.get("Job")
+    assert isinstance(job_copy, dict) and job_copy["ID"] == job_id, f"Job of {alloc['ID']}: {job_copy!r}"
+
+
+def test_deregister_of_an_unplaceable_job_ends_dead(nomad, jobs):
+    # No node is in datacenter "nowhere": the placement is blocked and the job stays pending.
+    # Stopping it must still end "dead" (the successful deregister evaluation cancels the
+    # blocked one, as upstream's state store does).
+    job_id = _job_id("blocked")
+    body = _service_job(job_id)
+    body["Job"]["Datacenters"] = ["nowhere"]
+    jobs.register(body)
+    assert nomad.job.get_job(job_id)["Status"] == "pending"
+    assert nomad.job.get_allocations(job_id) == []
+
+    nomad.job.deregister_job(job_id)
+    dead = _wait_job_status(nomad, job_id, "dead")
+    assert dead["Stop"] is True, dead
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -547,7 +629,7 @@ def test_bad_input_is_a_400_and_changes_nothing(nomad, jobs, nomad_http):
     with pytest.raises(BadRequestNomadException):
         nomad.job.register_job(job_id, _service_job(job_id, count=100_000_000))
     versions = nomad.job.get_versions(job_id)["Versions"]
-    assert [v["Version"] for v in versions] == [0], _summary(versions)
+    assert [v["Version"] for v in versions] == [0], [v["Version"] for v in versions]
     assert nomad.job.get_job(job_id)["TaskGroups"][0]["Count"] == 1
 
 
@@ -570,6 +652,7 @@ def test_batch_job_completes(nomad, jobs):
         lambda: nomad.job.get_allocations(job_id),
         lambda allocs: len(allocs) == 1 and allocs[0].get("ClientStatus") in TERMINAL_CLIENT,
         f"the allocation of batch job {job_id} terminal",
+        show=_summary,
     )
     alloc = nomad.allocation.get_allocation(allocs[0]["ID"])
     assert alloc["ClientStatus"] == "complete", alloc
@@ -608,8 +691,22 @@ def test_namespace_query_parameter_is_accepted_everywhere(cairn, jobs):
         assert alloc["ID"] in [a["ID"] for a in client.allocations.get_allocations(prefix=alloc["ID"][:2])]
         assert client.allocation.get_allocation(alloc["ID"])["JobID"] == job_id
         assert UUID_RE.match(client.allocation.stop_allocation(alloc["ID"]).get("EvalID") or "")
+        _poll(
+            lambda: client.job.get_allocations(job_id),
+            lambda allocs: any(
+                a.get("PreviousAllocation") == alloc["ID"] and a.get("ClientStatus") == "running" for a in allocs
+            ),
+            f"a running replacement of {alloc['ID']}",
+            show=_summary,
+        )
         assert UUID_RE.match(client.job.deregister_job(job_id, purge=True).get("EvalID") or "")
         assert job_id not in client.job
+        _poll(
+            lambda: client.allocations.get_allocations(filter_=f'JobID == "{job_id}"', task_states=False),
+            lambda allocs: len(allocs) == 2 and all(a.get("ClientStatus") in TERMINAL_CLIENT for a in allocs),
+            f"both allocations of purged job {job_id} terminal",
+            show=_summary,
+        )
 
         assert sent, "the session hook saw no request"
         for url in sent:

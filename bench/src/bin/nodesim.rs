@@ -14,6 +14,7 @@
 //! Invariants: loopback targets only; the run is bounded by `--timeout`; every request checks
 //! its status, and a failure ends the run with a non-zero exit.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,8 +49,8 @@ struct Args {
     /// Allocations per job.
     #[arg(long, default_value_t = 10)]
     count: usize,
-    /// Keep-alive connections used for registrations.
-    #[arg(long, default_value_t = 32)]
+    /// Keep-alive connections used for registrations (each keeps one request in flight).
+    #[arg(long, default_value_t = 64)]
     conns: usize,
     /// Seconds before giving up.
     #[arg(long, default_value_t = 300.0)]
@@ -65,7 +66,16 @@ struct Pool {
 }
 
 impl Pool {
-    async fn request(&self, slot: usize, method: Method, path: &str, body: Option<&Value>) -> Result<(u16, Bytes), String> {
+    /// A request with `token` as `X-Nomad-Token` (node calls authenticate with the node's
+    /// SecretID).
+    async fn request_as(
+        &self,
+        slot: usize,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        token: &str,
+    ) -> Result<(u16, Bytes), String> {
         let mut guard = self.conns[slot % self.conns.len()].lock().await;
         if guard.as_ref().is_none_or(|sender| sender.is_closed()) {
             let stream = TcpStream::connect(self.target.addr)
@@ -91,11 +101,16 @@ impl Pool {
             .uri(path)
             .header(HOST, self.host.clone())
             .header(CONTENT_TYPE, "application/json");
-        if !self.token.is_empty() {
-            request = request.header("x-nomad-token", self.token.as_str());
+        if !token.is_empty() {
+            request = request.header("x-nomad-token", token);
         }
-        let request = request.body(Full::new(bytes)).map_err(|err| err.to_string())?;
-        let response = sender.send_request(request).await.map_err(|err| err.to_string())?;
+        let request = request
+            .body(Full::new(bytes))
+            .map_err(|err| err.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|err| err.to_string())?;
         let status = response.status().as_u16();
         let body = response
             .into_body()
@@ -106,13 +121,41 @@ impl Pool {
         Ok((status, body))
     }
 
-    async fn expect_ok(&self, slot: usize, method: Method, path: &str, body: Option<&Value>) -> Result<Value, String> {
-        let (status, bytes) = self.request(slot, method.clone(), path, body).await?;
+    async fn expect_ok(
+        &self,
+        slot: usize,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, String> {
+        self.expect_ok_as(slot, method, path, body, &self.token)
+            .await
+    }
+
+    async fn expect_ok_as(
+        &self,
+        slot: usize,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        token: &str,
+    ) -> Result<Value, String> {
+        let (status, bytes) = self
+            .request_as(slot, method.clone(), path, body, token)
+            .await?;
         if status != 200 {
-            return Err(format!("{method} {path}: {status} {}", String::from_utf8_lossy(&bytes)));
+            return Err(format!(
+                "{method} {path}: {status} {}",
+                String::from_utf8_lossy(&bytes)
+            ));
         }
         serde_json::from_slice(&bytes).map_err(|err| format!("{method} {path}: {err}"))
     }
+}
+
+/// A simulated node's SecretID (a UUID derived from its ID).
+fn secret_of(id: &str) -> String {
+    format!("5ec2e7{}", &id[6..])
 }
 
 fn node_body(index: usize) -> (String, Value) {
@@ -120,7 +163,7 @@ fn node_body(index: usize) -> (String, Value) {
     let node = json!({
         "Node": {
             "ID": id,
-            "SecretID": format!("secret-{id}"),
+            "SecretID": secret_of(&id),
             "Name": format!("sim-{index}"),
             "Datacenter": "dc1",
             "NodePool": "default",
@@ -173,14 +216,24 @@ async fn run(args: Args) -> Result<(), String> {
     let started = Instant::now();
     let mut ttl_ns: u64 = 10_000_000_000;
     let mut ids = Vec::with_capacity(args.nodes);
-    for chunk in (0..args.nodes).collect::<Vec<_>>().chunks(args.conns.max(1)) {
+    for chunk in (0..args.nodes)
+        .collect::<Vec<_>>()
+        .chunks(args.conns.max(1))
+    {
         let mut set = tokio::task::JoinSet::new();
         for (slot, index) in chunk.iter().copied().enumerate() {
             let pool = Arc::clone(&pool);
             set.spawn(async move {
                 let (id, body) = node_body(index);
+                let secret = secret_of(&id);
                 let answer = pool
-                    .expect_ok(slot, Method::PUT, "/v1/internal/node/register", Some(&body))
+                    .expect_ok_as(
+                        slot,
+                        Method::PUT,
+                        "/v1/internal/node/register",
+                        Some(&body),
+                        &secret,
+                    )
                     .await?;
                 Ok::<_, String>((id, answer.get("HeartbeatTTL").and_then(Value::as_u64)))
             });
@@ -193,7 +246,11 @@ async fn run(args: Args) -> Result<(), String> {
             ids.push(id);
         }
     }
-    eprintln!("nodesim: {} nodes registered in {:.2} s", ids.len(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "nodesim: {} nodes registered in {:.2} s",
+        ids.len(),
+        started.elapsed().as_secs_f64()
+    );
 
     // Heartbeats, at half the TTL, on their own connections.
     let stop = Arc::new(AtomicBool::new(false));
@@ -215,7 +272,11 @@ async fn run(args: Args) -> Result<(), String> {
                         return;
                     }
                     let path = format!("/v1/internal/node/{id}/heartbeat");
-                    if let Err(err) = heartbeat_pool.request(i, Method::PUT, &path, None).await {
+                    let secret = secret_of(id);
+                    if let Err(err) = heartbeat_pool
+                        .request_as(i, Method::PUT, &path, None, &secret)
+                        .await
+                    {
                         eprintln!("nodesim: heartbeat: {err}");
                     }
                 }
@@ -224,30 +285,40 @@ async fn run(args: Args) -> Result<(), String> {
         })
     };
 
-    // Jobs.
+    // Jobs: `conns` registrations in flight at any moment (a queue, not lock-step chunks).
     let started = Instant::now();
-    for chunk in (0..args.jobs).collect::<Vec<_>>().chunks(args.conns.max(1)) {
-        let mut set = tokio::task::JoinSet::new();
-        for (slot, index) in chunk.iter().copied().enumerate() {
-            let pool = Arc::clone(&pool);
-            let count = args.count;
-            set.spawn(async move {
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for slot in 0..args.conns.max(1) {
+        let pool = Arc::clone(&pool);
+        let next = Arc::clone(&next);
+        let (jobs, count) = (args.jobs, args.count);
+        set.spawn(async move {
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= jobs {
+                    return Ok::<_, String>(());
+                }
                 pool.expect_ok(slot, Method::PUT, "/v1/jobs", Some(&job_body(index, count)))
-                    .await
-                    .map(|_| ())
-            });
-        }
-        while let Some(joined) = set.join_next().await {
-            joined.map_err(|err| err.to_string())??;
-        }
+                    .await?;
+            }
+        });
+    }
+    while let Some(joined) = set.join_next().await {
+        joined.map_err(|err| err.to_string())??;
     }
     let registered = started.elapsed().as_secs_f64();
-    eprintln!("nodesim: {} jobs registered in {registered:.2} s", args.jobs);
+    eprintln!(
+        "nodesim: {} jobs registered in {registered:.2} s",
+        args.jobs
+    );
 
     // Wait for every placement.
     let want = args.jobs * args.count;
     let placed = loop {
-        let jobs = pool.expect_ok(0, Method::GET, "/v1/jobs?prefix=bench-", None).await?;
+        let jobs = pool
+            .expect_ok(0, Method::GET, "/v1/jobs?prefix=bench-", None)
+            .await?;
         let placed: u64 = jobs
             .as_array()
             .into_iter()
@@ -267,18 +338,20 @@ async fn run(args: Args) -> Result<(), String> {
             stop.store(true, Ordering::Relaxed);
             return Err(format!("timed out: {placed} of {want} placed"));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let seconds = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     heartbeats.abort();
-    println!(
+    let line = format!(
         "RESULT scenario=placement nodes={} jobs={} count={} placements={placed} seconds={seconds:.3} rate={:.0} register_seconds={registered:.3}",
         args.nodes,
         args.jobs,
         args.count,
         placed as f64 / seconds
     );
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
     Ok(())
 }
 

@@ -11,7 +11,11 @@ use crate::wiring::{Error, Signals};
 
 pub(crate) async fn run(args: AgentArgs) -> Result<(), Error> {
     http_kit::init_tracing(args.log.log_format, &args.log.log_level);
-    let servers: Vec<String> = args.servers.iter().map(|server| server_url(server)).collect();
+    let servers: Vec<String> = args
+        .servers
+        .iter()
+        .map(|server| server_url(server))
+        .collect();
     let mut config = scheduler_agent::AgentConfig::new(servers, args.data_dir);
     if let Some(name) = args.node_name {
         config.node_name = name;
@@ -21,7 +25,10 @@ pub(crate) async fn run(args: AgentArgs) -> Result<(), Error> {
     config.token = args.token;
     let agent = scheduler_agent::Agent::new(config).map_err(|err| Error::Agent(err.to_string()))?;
     let signals = Signals::install()?;
-    crate::println_stdout(&format!("cairn agent\n  node id     {}\nready", agent.node_id()));
+    crate::println_stdout(&format!(
+        "cairn agent\n  node id     {}\nready",
+        agent.node_id()
+    ));
     let shutdown = CancellationToken::new();
     let running = agent.run(shutdown.clone());
     tokio::pin!(running);

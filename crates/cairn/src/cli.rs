@@ -96,7 +96,13 @@ pub(crate) struct ServerArgs {
 #[derive(Debug, Args)]
 pub(crate) struct AgentArgs {
     /// Scheduler servers to join: HOST:PORT or URLs, comma-separated.
-    #[arg(long, env = "CAIRN_SERVERS", value_name = "ADDRS", value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        env = "CAIRN_SERVERS",
+        value_name = "ADDRS",
+        value_delimiter = ',',
+        required = true
+    )]
     pub(crate) servers: Vec<String>,
     /// Where the node identity, task state and allocation directories live (kept across runs,
     /// so a restarted agent is the same node and re-attaches to its tasks).
@@ -105,9 +111,19 @@ pub(crate) struct AgentArgs {
     /// The node's name (default: the host name).
     #[arg(long, env = "CAIRN_NODE_NAME", value_name = "NAME")]
     pub(crate) node_name: Option<String>,
-    #[arg(long, env = "CAIRN_DATACENTER", value_name = "DC", default_value = "dc1")]
+    #[arg(
+        long,
+        env = "CAIRN_DATACENTER",
+        value_name = "DC",
+        default_value = "dc1"
+    )]
     pub(crate) datacenter: String,
-    #[arg(long, env = "CAIRN_NODE_POOL", value_name = "POOL", default_value = "default")]
+    #[arg(
+        long,
+        env = "CAIRN_NODE_POOL",
+        value_name = "POOL",
+        default_value = "default"
+    )]
     pub(crate) node_pool: String,
     /// An ACL token for the node's registration.
     #[arg(long, env = "CAIRN_TOKEN", value_name = "TOKEN")]

@@ -348,9 +348,14 @@ async fn build_service(
             let state = scheduler::State::open(storage, config)
                 .await
                 .map_err(|err| failed(err.to_string()))?;
-            let mut background = vec![scheduler::run_tasks(state.clone(), shutdown.clone()).boxed()];
+            let mut background =
+                vec![scheduler::run_tasks(state.clone(), shutdown.clone()).boxed()];
             if plan.scheduler_client {
-                let scheme = if listen.tls.is_some() { "https" } else { "http" };
+                let scheme = if listen.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                };
                 let advertised = advertise(local);
                 let client_dir = plan.data_dir.path().join("client");
                 let mut agent_config = scheduler_agent::AgentConfig::new(
@@ -358,19 +363,18 @@ async fn build_service(
                     client_dir.clone(),
                 );
                 agent_config.http_addr = advertised.to_string();
-                let agent =
-                    scheduler_agent::Agent::new(agent_config).map_err(|err| failed(err.to_string()))?;
-                let temporary = matches!(plan.data_dir, DataDir::Temporary(_));
+                let agent = scheduler_agent::Agent::new(agent_config)
+                    .map_err(|err| failed(err.to_string()))?;
                 let token = shutdown.clone();
                 background.push(
                     async move {
                         if let Err(err) = agent.run(token).await {
                             tracing::error!(error = %err, "the scheduler client stopped");
                         }
-                        // Nothing can re-attach to tasks whose data dir is about to go.
-                        if temporary {
-                            scheduler_agent::kill_leftover_tasks(&client_dir);
-                        }
+                        // As Nomad's dev agent: a dev client's tasks end with it (`cairn
+                        // agent` leaves them running and re-attaches).
+                        let killed = scheduler_agent::kill_leftover_tasks(&client_dir);
+                        tracing::info!(killed, "stopped the dev client's tasks");
                     }
                     .boxed(),
                 );

@@ -4,6 +4,7 @@
 //! Each test starts the real binary on port 0 and talks Nomad's HTTP API with the dev root
 //! token. Waits poll the API (every 100 ms, bounded); no test sleeps blindly.
 
+#[allow(dead_code, reason = "shared with cli.rs; this binary uses part of it")]
 mod support;
 
 use std::time::Duration;
@@ -21,7 +22,11 @@ async fn get(cairn: &Cairn, path: &str) -> Value {
         .send()
         .await
         .unwrap();
-    assert!(response.status().is_success(), "GET {path}: {}", response.status());
+    assert!(
+        response.status().is_success(),
+        "GET {path}: {}",
+        response.status()
+    );
     response.json().await.unwrap()
 }
 
@@ -50,7 +55,10 @@ where
         if let Some(value) = probe().await {
             return value;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -92,7 +100,11 @@ async fn a_raw_exec_service_job_reaches_running() {
     let cairn = Cairn::dev(&[]).await;
     let body = job("sleeper", "service", "/bin/sleep", &["300"], json!({}));
     let registered = send(&cairn, reqwest::Method::PUT, "/v1/jobs", &body).await;
-    assert!(registered["EvalID"].as_str().is_some_and(|id| !id.is_empty()));
+    assert!(
+        registered["EvalID"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
     let alloc_id = eventually("a running allocation", || async {
         allocations(&cairn, "sleeper")
             .await
@@ -159,7 +171,9 @@ async fn a_failing_task_is_restarted_then_its_allocation_fails_and_is_reschedule
     .await;
     let replacement = allocation(&cairn, replacement["ID"].as_str().unwrap()).await;
     assert_eq!(replacement["PreviousAllocation"], failed_id.as_str());
-    let tracker = replacement["RescheduleTracker"]["Events"].as_array().unwrap();
+    let tracker = replacement["RescheduleTracker"]["Events"]
+        .as_array()
+        .unwrap();
     assert_eq!(tracker.len(), 1);
     assert_eq!(tracker[0]["PrevAllocID"], failed_id.as_str());
     eventually("the failed allocation links to its replacement", || async {
@@ -211,7 +225,13 @@ async fn stopping_an_allocation_places_a_replacement() {
 #[tokio::test]
 async fn a_batch_job_completes_and_is_dead() {
     let cairn = Cairn::dev(&[]).await;
-    let body = job("oneshot", "batch", "/bin/sh", &["-c", "echo done"], json!({}));
+    let body = job(
+        "oneshot",
+        "batch",
+        "/bin/sh",
+        &["-c", "echo done"],
+        json!({}),
+    );
     send(&cairn, reqwest::Method::PUT, "/v1/jobs", &body).await;
     let alloc = eventually("a complete allocation", || async {
         allocations(&cairn, "oneshot")
@@ -227,7 +247,11 @@ async fn a_batch_job_completes_and_is_dead() {
         (get(&cairn, "/v1/job/oneshot").await["Status"] == "dead").then_some(())
     })
     .await;
-    assert_eq!(allocations(&cairn, "oneshot").await.len(), 1, "a finished batch alloc is not replaced");
+    assert_eq!(
+        allocations(&cairn, "oneshot").await.len(),
+        1,
+        "a finished batch alloc is not replaced"
+    );
     cairn.stop().await;
 }
 
@@ -277,7 +301,10 @@ scheduler { address = "127.0.0.1:0" }
     let alloc = allocation(&server, &alloc_id).await;
     assert_eq!(alloc["ClientStatus"], "running");
     assert_eq!(alloc["TaskStates"]["t"]["Restarts"], 0);
-    assert_eq!(alloc["TaskStates"]["t"]["StartedAt"], started, "the same process, not a new start");
+    assert_eq!(
+        alloc["TaskStates"]["t"]["StartedAt"], started,
+        "the same process, not a new start"
+    );
 
     // Stopping the job stops the adopted task.
     let response = http()

@@ -174,6 +174,11 @@ impl Watcher {
                 None => {
                     let restored = self.shared.state.load_alloc(&alloc.id);
                     if restored.is_none() && alloc.terminal() {
+                        // Stopped before this client ever ran it: it ends complete, its
+                        // tasks dead, as upstream's runner would leave it (never pending).
+                        if !alloc.client_terminal() {
+                            let _ = self.shared.updates.send(never_ran(&alloc));
+                        }
                         self.allocs.insert(alloc.id.clone(), entry_of(&alloc, None));
                         continue;
                     }
@@ -285,5 +290,32 @@ fn entry_of(alloc: &Allocation, commands: Option<mpsc::UnboundedSender<AllocComm
         commands,
         alloc_modify_index: alloc.alloc_modify_index,
         desired_status: alloc.desired_status.clone(),
+    }
+}
+
+/// The final report of an allocation stopped before it was started here.
+fn never_ran(alloc: &Allocation) -> scheduler::structs::AllocClientUpdate {
+    use scheduler::structs::{ALLOC_CLIENT_COMPLETE, TASK_STATE_DEAD, TaskState};
+    let tasks: Vec<String> = alloc
+        .job
+        .as_deref()
+        .and_then(|job| job.task_group(&alloc.task_group))
+        .map(|group| group.tasks.iter().map(|task| task.name.clone()).collect())
+        .unwrap_or_default();
+    scheduler::structs::AllocClientUpdate {
+        id: alloc.id.clone(),
+        node_id: alloc.node_id.clone(),
+        client_status: ALLOC_CLIENT_COMPLETE.to_owned(),
+        client_description: "Allocation stopped before it ran".to_owned(),
+        task_states: tasks
+            .into_iter()
+            .map(|name| {
+                let state = TaskState {
+                    state: TASK_STATE_DEAD.to_owned(),
+                    ..TaskState::default()
+                };
+                (name, state)
+            })
+            .collect(),
     }
 }

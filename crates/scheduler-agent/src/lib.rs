@@ -236,9 +236,10 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> Result<(),
 }
 
 /// Kills every task process an agent with this data dir left running (matched by pid *and*
-/// start time, so an unrelated process that reused a pid is never touched). `cairn dev` with a
-/// temporary data dir calls it after the agent stopped: that directory is about to be removed,
-/// so nothing could re-attach to the tasks. Returns how many process groups were killed.
+/// start time, so an unrelated process that reused a pid is never touched). `cairn dev` calls
+/// it after its in-process agent stopped, as Nomad's dev agent ends its tasks with it (a kept
+/// data dir then accounts for them as exited at the next start). Returns how many process
+/// groups were killed.
 pub fn kill_leftover_tasks(data_dir: &std::path::Path) -> usize {
     let state = StateDir::new(data_dir.to_path_buf());
     let mut killed = 0;

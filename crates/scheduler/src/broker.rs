@@ -102,7 +102,11 @@ impl Broker {
         let found = queues
             .ready
             .iter()
-            .find(|(_, eval)| !queues.in_flight.contains(&JobKey::new(&eval.namespace, &eval.job_id)))
+            .find(|(_, eval)| {
+                !queues
+                    .in_flight
+                    .contains(&JobKey::new(&eval.namespace, &eval.job_id))
+            })
             .map(|(key, _)| key.clone());
         if let Some(key) = found
             && let Some(eval) = queues.ready.remove(&key)
@@ -178,7 +182,10 @@ mod tests {
             "b waits while web's eval a is out"
         );
         broker.ack(&second);
-        assert_eq!(broker.try_dequeue().map(|e| e.id.clone()).ok().as_deref(), Some("b"));
+        assert_eq!(
+            broker.try_dequeue().map(|e| e.id.clone()).ok().as_deref(),
+            Some("b")
+        );
     }
 
     #[tokio::test]

@@ -73,7 +73,10 @@ pub struct Config {
     pub heartbeat_ttl: Duration,
     /// Extra time before a silent node is marked down (Nomad's `heartbeat_grace`, 10 s).
     pub heartbeat_grace: Duration,
-    /// Scheduling workers (Nomad's `num_schedulers`).
+    /// Scheduling workers (Nomad's `num_schedulers`). They are async tasks, mostly waiting
+    /// for their plan's commit: many of them keep the writer's batches full (one durable
+    /// commit carries up to this many plans), while placement itself uses the runtime's
+    /// threads.
     pub workers: usize,
 }
 
@@ -87,7 +90,7 @@ impl Default for Config {
             datacenter: "dc1".to_owned(),
             heartbeat_ttl: Duration::from_secs(10),
             heartbeat_grace: Duration::from_secs(10),
-            workers: 2,
+            workers: 64,
         }
     }
 }
@@ -177,7 +180,8 @@ impl State {
 /// `shutdown`.
 pub async fn run_tasks(state: State, shutdown: CancellationToken) {
     let workers = futures::future::join_all(
-        (0..state.config().workers.max(1)).map(|_| tasks::worker::run(state.clone(), shutdown.clone())),
+        (0..state.config().workers.max(1))
+            .map(|_| tasks::worker::run(state.clone(), shutdown.clone())),
     );
     let stop_queries = async {
         shutdown.cancelled().await;

@@ -22,7 +22,10 @@ pub fn router(state: State) -> Router {
         .route("/v1/agent/self", get(agent::read_self))
         .route("/v1/regions", get(agent::list_regions))
         // Jobs (jobs.rs):
-        .route("/v1/jobs", get(jobs::list).post(jobs::register).put(jobs::register))
+        .route(
+            "/v1/jobs",
+            get(jobs::list).post(jobs::register).put(jobs::register),
+        )
         .route("/v1/jobs/parse", post(jobs::parse).put(jobs::parse))
         .route(
             "/v1/job/{job_id}",
@@ -44,7 +47,10 @@ pub fn router(state: State) -> Router {
             post(allocations::stop).put(allocations::stop),
         )
         .route("/v1/evaluations", get(allocations::list_evaluations))
-        .route("/v1/evaluation/{eval_id}", get(allocations::read_evaluation))
+        .route(
+            "/v1/evaluation/{eval_id}",
+            get(allocations::read_evaluation),
+        )
         // Nodes and node pools (nodes.rs):
         .route("/v1/nodes", get(nodes::list))
         .route("/v1/node/{node_id}", get(nodes::read))
@@ -52,18 +58,27 @@ pub fn router(state: State) -> Router {
         .route("/v1/node/pools", get(nodes::list_pools))
         .route("/v1/node/pool/{pool}", get(nodes::read_pool))
         // The cairn-internal client protocol (client_rpc.rs):
-        .route("/v1/internal/node/register", put(client_rpc::register).post(client_rpc::register))
+        .route(
+            "/v1/internal/node/register",
+            put(client_rpc::register).post(client_rpc::register),
+        )
         .route(
             "/v1/internal/node/{node_id}/heartbeat",
             put(client_rpc::heartbeat).post(client_rpc::heartbeat),
         )
-        .route("/v1/internal/node/{node_id}/allocations", get(client_rpc::allocations))
+        .route(
+            "/v1/internal/node/{node_id}/allocations",
+            get(client_rpc::allocations),
+        )
         .route(
             "/v1/internal/allocations",
             put(client_rpc::update_allocations).post(client_rpc::update_allocations),
         )
         // ACL (acl/):
-        .route("/v1/acl/bootstrap", post(acl::bootstrap).put(acl::bootstrap))
+        .route(
+            "/v1/acl/bootstrap",
+            post(acl::bootstrap).put(acl::bootstrap),
+        )
         .route("/v1/acl/policies", get(acl::list_policies))
         .route(
             "/v1/acl/policy/{name}",
@@ -73,7 +88,10 @@ pub fn router(state: State) -> Router {
                 .delete(acl::delete_policy),
         )
         .route("/v1/acl/tokens", get(acl::list_tokens))
-        .route("/v1/acl/token", post(acl::create_token).put(acl::create_token))
+        .route(
+            "/v1/acl/token",
+            post(acl::create_token).put(acl::create_token),
+        )
         .route("/v1/acl/token/self", get(acl::read_self_token))
         .route(
             "/v1/acl/token/{accessor_id}",
@@ -84,7 +102,10 @@ pub fn router(state: State) -> Router {
         )
         // Namespaces (namespaces.rs):
         .route("/v1/namespaces", get(namespaces::list))
-        .route("/v1/namespace", post(namespaces::write).put(namespaces::write))
+        .route(
+            "/v1/namespace",
+            post(namespaces::write).put(namespaces::write),
+        )
         .route(
             "/v1/namespace/{name}",
             get(namespaces::read)

@@ -15,8 +15,12 @@
 //!
 //! Invariants:
 //! - No I/O and no wall clock: "now" comes from `ctx.now`; node order and every new ID come
-//!   from generators seeded with `ctx.seed`, so a run is deterministic for a seed (apart from
-//!   the `AllocationTime` metric, which measures the run with a monotonic `Instant`).
+//!   from generators seeded with `ctx.seed` (mixed with the evaluation ID and snapshot index),
+//!   so a run is deterministic for a seed (apart from the `AllocationTime` metric, which
+//!   measures the run with a monotonic `Instant`).
+//! - The only state kept between runs is a memo of per-node-table facts (`nodes.rs`: ready
+//!   nodes, capacities, static feasibility, usage), keyed by the identity of the snapshot's
+//!   persistent maps; it changes how fast a result comes, never the result.
 //! - No panics on any input: a malformed job (unknown operators, bad patterns, absurd counts
 //!   or policies) yields fewer placements, never a crash.
 //! - The plan only names allocations of the evaluation's job; what it places on a node plus
@@ -105,6 +109,19 @@ struct Run<'a> {
     /// Whether placements failed for lack of capacity (a blocked evaluation is due).
     blocked: bool,
     next_eval: String,
+}
+
+/// The seed of a run's generators: the caller's seed mixed with the evaluation and the
+/// snapshot (as upstream seeds its shuffle with the evaluation ID and the state index), so a
+/// reused seed still gives other IDs to another evaluation or a retry on a newer snapshot.
+fn run_seed(seed: u64, eval: &Evaluation, index: u64) -> u64 {
+    // FNV-1a: stable across processes, unlike the standard library's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in eval.id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    seed ^ hash ^ index.rotate_left(32)
 }
 
 /// An ID in UUID v4 format from the run's generator.
@@ -301,7 +318,7 @@ impl<'a> Run<'a> {
             eval,
             ctx: *ctx,
             key,
-            rng: StdRng::seed_from_u64(ctx.seed),
+            rng: StdRng::seed_from_u64(run_seed(ctx.seed, eval, snapshot.index)),
             node_allocation: BTreeMap::new(),
             node_update: BTreeMap::new(),
             new_evals: Vec::new(),
@@ -388,7 +405,8 @@ impl<'a> Run<'a> {
         system: bool,
     ) -> (Stack<'a>, Vec<Allocation>) {
         let batch = job.job_type == JOB_TYPE_BATCH;
-        let nodes = NodeSet::new(self.snapshot, job, self.ctx.seed ^ SHUFFLE_SALT);
+        let seed = run_seed(self.ctx.seed, self.eval, self.snapshot.index) ^ SHUFFLE_SALT;
+        let nodes = NodeSet::new(self.snapshot, job, seed);
         let mut stack = Stack::new(nodes, batch, system);
         let mut existing = Vec::new();
         for alloc in allocs.iter().copied().filter(|alloc| !alloc.terminal()) {

@@ -26,7 +26,7 @@ use imbl::ordmap::DiffItem;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::feasible;
+use super::{feasible, rank};
 use crate::state::Snapshot;
 use crate::structs::{Comparable, Job, Node};
 
@@ -208,7 +208,7 @@ fn scan(table: &OrdMap<String, Arc<Node>>, job: &Job) -> ReadyNodes {
         nodes.push(Arc::clone(node));
     }
     ReadyNodes {
-        capacity: nodes.iter().map(|node| node.capacity()).collect(),
+        capacity: nodes.iter().map(|node| rank::node_capacity(node)).collect(),
         nodes,
         by_dc,
         feasibility: Mutex::new(HashMap::new()),

@@ -281,9 +281,12 @@ pub(super) fn generic_group<'a>(
         let by_index_desc = |a: &&'a Allocation, b: &&'a Allocation| {
             b.index().cmp(&a.index()).then_with(|| a.id.cmp(&b.id))
         };
+        // Migrating allocations go first.
         migrate.sort_by(by_index_desc);
-        while remove > 0 && !migrate.is_empty() {
-            let alloc = migrate.remove(0);
+        let from_migrating = migrate
+            .len()
+            .min(usize::try_from(remove).unwrap_or(usize::MAX));
+        for alloc in migrate.drain(..from_migrating) {
             if let Some(index) = alloc.index() {
                 taken.remove(&index);
             }

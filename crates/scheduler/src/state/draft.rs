@@ -128,14 +128,22 @@ impl Draft {
         }
     }
 
-    /// Removes a job and all its versions and submissions (purge). Allocations stay.
+    /// Removes a job and its versions and submissions (purge). Allocations stay, and so do
+    /// the versions they run (as in Nomad, where each allocation keeps its own copy of the
+    /// job): they are no longer the job's versions, only what its allocations show.
     pub(crate) fn purge_job(&mut self, key: &JobKey) {
         self.snap.jobs.remove(key);
+        let referenced: std::collections::BTreeSet<u64> = self
+            .snap
+            .allocs_of_job(key)
+            .map(|alloc| alloc.job_version)
+            .collect();
         let versions: Vec<u64> = self
             .snap
             .job_versions
             .range((key.clone(), 0)..=(key.clone(), u64::MAX))
             .map(|((_, version), _)| *version)
+            .filter(|version| !referenced.contains(version))
             .collect();
         for version in versions {
             self.snap.job_versions.remove(&(key.clone(), version));
@@ -154,7 +162,10 @@ impl Draft {
 
     pub(crate) fn put_submission(&mut self, submission: JobSubmission) -> Result<(), Error> {
         let key = JobKey::new(&submission.namespace, &submission.job_id);
-        self.put(keys::submission(&key, submission.version), encode(&submission)?);
+        self.put(
+            keys::submission(&key, submission.version),
+            encode(&submission)?,
+        );
         self.snap
             .submissions
             .insert((key, submission.version), Arc::new(submission));
@@ -180,7 +191,7 @@ impl Draft {
             }
         }
         alloc.modify_index = index;
-        self.put(keys::alloc(&alloc.id), encode(&alloc)?);
+        self.put(keys::alloc(alloc.create_index, &alloc.id), encode(&alloc)?);
         let alloc = Arc::new(alloc);
         if let Some(old) = &old {
             if !old.terminal() {
@@ -207,7 +218,9 @@ impl Draft {
             .entry(JobKey::new(&alloc.namespace, &alloc.job_id))
             .or_default()
             .insert(alloc.id.clone());
-        self.snap.allocs.insert(alloc.id.clone(), Arc::clone(&alloc));
+        self.snap
+            .allocs
+            .insert(alloc.id.clone(), Arc::clone(&alloc));
         self.snap.tables.allocs = index;
         Ok(alloc)
     }
@@ -233,7 +246,7 @@ impl Draft {
             None => eval.create_index = index,
         }
         eval.modify_index = index;
-        self.put(keys::eval(&eval.id), encode(&eval)?);
+        self.put(keys::eval(eval.create_index, &eval.id), encode(&eval)?);
         let eval = Arc::new(eval);
         self.snap.evals.insert(eval.id.clone(), Arc::clone(&eval));
         if eval.status == crate::structs::EVAL_STATUS_BLOCKED {

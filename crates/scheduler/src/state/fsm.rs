@@ -24,7 +24,10 @@ pub enum Command {
     /// A client registers (or re-registers) its node.
     UpsertNode(Box<Node>),
     /// The heartbeat monitor (down) or a returning client (ready) changes a node's status.
-    SetNodeStatus { node_id: String, status: String },
+    SetNodeStatus {
+        node_id: String,
+        status: String,
+    },
     /// A client reports task states and client statuses.
     ClientAllocUpdates(Vec<AllocClientUpdate>),
     /// `POST /v1/allocation/:id/stop`.
@@ -70,7 +73,9 @@ pub enum Outcome {
         warnings: String,
     },
     /// An allocation stop.
-    AllocStop { eval_id: String },
+    AllocStop {
+        eval_id: String,
+    },
     Plan(PlanResult),
 }
 
@@ -79,7 +84,9 @@ pub(super) fn apply(draft: &mut Draft, command: Command, now: i64) -> Result<Out
         Command::RegisterJob(register) => register_job(draft, *register, now),
         Command::DeregisterJob(deregister) => deregister_job(draft, deregister, now),
         Command::UpsertNode(node) => upsert_node(draft, *node, now),
-        Command::SetNodeStatus { node_id, status } => set_node_status(draft, &node_id, &status, now),
+        Command::SetNodeStatus { node_id, status } => {
+            set_node_status(draft, &node_id, &status, now)
+        }
         Command::ClientAllocUpdates(updates) => client_alloc_updates(draft, updates, now),
         Command::StopAlloc {
             alloc_id,
@@ -96,7 +103,12 @@ pub(super) fn apply(draft: &mut Draft, command: Command, now: i64) -> Result<Out
 }
 
 /// A new evaluation for a job.
-pub(crate) fn new_eval(job: &Job, triggered_by: &str, priority: Option<i64>, now: i64) -> Evaluation {
+pub(crate) fn new_eval(
+    job: &Job,
+    triggered_by: &str,
+    priority: Option<i64>,
+    now: i64,
+) -> Evaluation {
     Evaluation {
         id: uuid::Uuid::new_v4().to_string(),
         namespace: job.namespace.clone(),
@@ -212,7 +224,11 @@ fn register_job(draft: &mut Draft, register: RegisterJob, now: i64) -> Result<Ou
     })
 }
 
-fn deregister_job(draft: &mut Draft, deregister: DeregisterJob, now: i64) -> Result<Outcome, Error> {
+fn deregister_job(
+    draft: &mut Draft,
+    deregister: DeregisterJob,
+    now: i64,
+) -> Result<Outcome, Error> {
     let key = JobKey::new(&deregister.namespace, &deregister.job_id);
     let Some(existing) = draft.snap.jobs.get(&key).cloned() else {
         return Err(Error::NotFound("job not found".to_owned()));
@@ -233,7 +249,12 @@ fn deregister_job(draft: &mut Draft, deregister: DeregisterJob, now: i64) -> Res
         }
         draft.put_job(job)?.job_modify_index
     };
-    let mut eval = new_eval(&existing, TRIGGER_JOB_DEREGISTER, deregister.eval_priority, now);
+    let mut eval = new_eval(
+        &existing,
+        TRIGGER_JOB_DEREGISTER,
+        deregister.eval_priority,
+        now,
+    );
     eval.job_modify_index = job_modify_index;
     let eval = draft.put_eval(eval)?;
     Ok(Outcome::Job {
@@ -260,7 +281,8 @@ fn node_update_evals(draft: &mut Draft, node_id: &str, ready: bool, now: i64) ->
                 .jobs
                 .values()
                 .filter(|job| {
-                    !job.stop && (job.job_type == JOB_TYPE_SYSTEM || job.job_type == JOB_TYPE_SYSBATCH)
+                    !job.stop
+                        && (job.job_type == JOB_TYPE_SYSTEM || job.job_type == JOB_TYPE_SYSBATCH)
                 })
                 .map(|job| job.key()),
         );
@@ -279,16 +301,22 @@ fn node_update_evals(draft: &mut Draft, node_id: &str, ready: bool, now: i64) ->
 
 fn upsert_node(draft: &mut Draft, mut node: Node, now: i64) -> Result<Outcome, Error> {
     if node.id.is_empty() {
-        return Err(Error::BadRequest("missing node ID for client registration".to_owned()));
+        return Err(Error::BadRequest(
+            "missing node ID for client registration".to_owned(),
+        ));
     }
     if node.secret_id.is_empty() {
-        return Err(Error::BadRequest("missing node SecretID for client registration".to_owned()));
+        return Err(Error::BadRequest(
+            "missing node SecretID for client registration".to_owned(),
+        ));
     }
     let previous = draft.snap.nodes.get(&node.id).cloned();
     if let Some(previous) = &previous
         && previous.secret_id != node.secret_id
     {
-        return Err(Error::BadRequest("node secret ID does not match".to_owned()));
+        return Err(Error::BadRequest(
+            "node secret ID does not match".to_owned(),
+        ));
     }
     if node.status.is_empty() {
         node.status = NODE_STATUS_READY.to_owned();
@@ -297,9 +325,9 @@ fn upsert_node(draft: &mut Draft, mut node: Node, now: i64) -> Result<Outcome, E
         node.node_pool = DEFAULT_NODE_POOL.to_owned();
     }
     if node.scheduling_eligibility.is_empty() {
-        node.scheduling_eligibility = previous
-            .as_ref()
-            .map_or(NODE_ELIGIBLE.to_owned(), |p| p.scheduling_eligibility.clone());
+        node.scheduling_eligibility = previous.as_ref().map_or(NODE_ELIGIBLE.to_owned(), |p| {
+            p.scheduling_eligibility.clone()
+        });
     }
     let status_changed = previous.as_ref().is_none_or(|p| p.status != node.status);
     node.status_updated_at = if status_changed {
@@ -327,7 +355,12 @@ fn upsert_node(draft: &mut Draft, mut node: Node, now: i64) -> Result<Outcome, E
     Ok(Outcome::Done)
 }
 
-fn set_node_status(draft: &mut Draft, node_id: &str, status: &str, now: i64) -> Result<Outcome, Error> {
+fn set_node_status(
+    draft: &mut Draft,
+    node_id: &str,
+    status: &str,
+    now: i64,
+) -> Result<Outcome, Error> {
     let Some(existing) = draft.snap.nodes.get(node_id).cloned() else {
         return Err(Error::NotFound("node not found".to_owned()));
     };
@@ -359,7 +392,11 @@ fn set_node_status(draft: &mut Draft, node_id: &str, status: &str, now: i64) -> 
     Ok(Outcome::Done)
 }
 
-fn client_alloc_updates(draft: &mut Draft, updates: Vec<AllocClientUpdate>, now: i64) -> Result<Outcome, Error> {
+fn client_alloc_updates(
+    draft: &mut Draft,
+    updates: Vec<AllocClientUpdate>,
+    now: i64,
+) -> Result<Outcome, Error> {
     let mut failed_jobs: BTreeSet<JobKey> = BTreeSet::new();
     for update in updates {
         let Some(existing) = draft.snap.allocs.get(&update.id).cloned() else {
@@ -380,8 +417,8 @@ fn client_alloc_updates(draft: &mut Draft, updates: Vec<AllocClientUpdate>, now:
         alloc.client_description = update.client_description;
         alloc.task_states = update.task_states;
         alloc.modify_time = now;
-        let newly_failed =
-            alloc.client_status == ALLOC_CLIENT_FAILED && existing.client_status != ALLOC_CLIENT_FAILED;
+        let newly_failed = alloc.client_status == ALLOC_CLIENT_FAILED
+            && existing.client_status != ALLOC_CLIENT_FAILED;
         if newly_failed && !alloc.server_terminal() {
             failed_jobs.insert(JobKey::new(&alloc.namespace, &alloc.job_id));
         }
@@ -399,7 +436,12 @@ fn client_alloc_updates(draft: &mut Draft, updates: Vec<AllocClientUpdate>, now:
     Ok(Outcome::Done)
 }
 
-fn stop_alloc(draft: &mut Draft, alloc_id: &str, no_shutdown_delay: bool, now: i64) -> Result<Outcome, Error> {
+fn stop_alloc(
+    draft: &mut Draft,
+    alloc_id: &str,
+    no_shutdown_delay: bool,
+    now: i64,
+) -> Result<Outcome, Error> {
     let Some(existing) = draft.snap.allocs.get(alloc_id).cloned() else {
         return Err(Error::NotFound("alloc not found".to_owned()));
     };
@@ -412,12 +454,12 @@ fn stop_alloc(draft: &mut Draft, alloc_id: &str, no_shutdown_delay: bool, now: i
     alloc.alloc_modify_index = draft.index();
     draft.put_alloc(alloc)?;
     let job_key = JobKey::new(&existing.namespace, &existing.job_id);
-    let job = draft
-        .snap
-        .jobs
-        .get(&job_key)
-        .cloned()
-        .or_else(|| draft.snap.job_version(&job_key, existing.job_version).cloned());
+    let job = draft.snap.jobs.get(&job_key).cloned().or_else(|| {
+        draft
+            .snap
+            .job_version(&job_key, existing.job_version)
+            .cloned()
+    });
     let mut eval = match job {
         Some(job) => new_eval(&job, TRIGGER_ALLOC_STOP, None, now),
         None => Evaluation {
@@ -507,6 +549,10 @@ fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Err
         let mut eval = plan.eval;
         eval.modify_time = now;
         eval.snapshot_index = plan.snapshot_index;
+        // Everything placed: older blocked evaluations of the job have nothing left to do.
+        if eval.status == EVAL_STATUS_COMPLETE && eval.failed_tg_allocs.is_empty() {
+            cancel_blocked_evals(draft, &key, &eval.id, now)?;
+        }
         draft.put_eval(eval)?;
         for mut eval in plan.new_evals {
             if eval.create_time == 0 {
@@ -526,10 +572,14 @@ fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Err
 /// Whether a plan's changes on one node fit the node as it is now.
 fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
     let placing = plan.node_allocation.get(node_id);
-    let new_work = placing
-        .into_iter()
-        .flatten()
-        .any(|alloc| !alloc.terminal() && draft.snap.allocs.get(&alloc.id).is_none_or(|old| old.terminal()));
+    let new_work = placing.into_iter().flatten().any(|alloc| {
+        !alloc.terminal()
+            && draft
+                .snap
+                .allocs
+                .get(&alloc.id)
+                .is_none_or(|old| old.terminal())
+    });
     if !new_work {
         // Only stops and in-place updates: always allowed (even on a down node).
         return true;
@@ -559,6 +609,33 @@ fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
         }
     }
     usage.exceeded_dimension(&node.capacity()).is_none()
+}
+
+/// Cancels the job's blocked evaluations (Nomad does this when a complete evaluation with no
+/// failed placements is stored).
+fn cancel_blocked_evals(
+    draft: &mut Draft,
+    key: &JobKey,
+    except: &str,
+    now: i64,
+) -> Result<(), Error> {
+    let blocked: Vec<Evaluation> = draft
+        .snap
+        .blocked_evals
+        .iter()
+        .filter(|id| id.as_str() != except)
+        .filter_map(|id| draft.snap.evals.get(id))
+        .filter(|eval| eval.namespace == key.namespace && eval.job_id == key.id)
+        .map(|eval| (**eval).clone())
+        .collect();
+    for mut eval in blocked {
+        eval.status = EVAL_STATUS_CANCELED.to_owned();
+        eval.status_description =
+            "evaluation cancelled: the job needs no more placements".to_owned();
+        eval.modify_time = now;
+        draft.put_eval(eval)?;
+    }
+    Ok(())
 }
 
 /// Capacity changed: every blocked evaluation gets another run.

@@ -188,6 +188,9 @@ async fn commit_batch(store: &StateStore, batch: Vec<Request>) {
         tracing::error!(error = %err, "cannot unblock evaluations");
     }
     let index = draft.index();
+    let commands = replies.len();
+    let ops = draft.ops.len();
+    let started = std::time::Instant::now();
     let mut txn = Txn::new();
     for op in std::mem::take(&mut draft.ops) {
         txn = txn.then(op);
@@ -203,6 +206,13 @@ async fn commit_batch(store: &StateStore, batch: Vec<Request>) {
         }
         return;
     }
+    tracing::debug!(
+        index,
+        commands,
+        ops,
+        commit_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "scheduler state committed"
+    );
     let pending = std::mem::take(&mut draft.pending_evals);
     store.inner.current.send_replace(Arc::new(draft.snap));
     if !pending.is_empty()

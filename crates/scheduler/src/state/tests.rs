@@ -130,8 +130,17 @@ fn register(job: Job) -> Command {
 #[tokio::test]
 async fn a_registered_job_is_published_with_a_pending_evaluation_handed_to_the_broker() {
     let h = harness().await;
-    let applied = h.store.apply(register(job("web", 1))).await.expect("register");
-    let Outcome::Job { eval_id, job_modify_index, .. } = applied.outcome else {
+    let applied = h
+        .store
+        .apply(register(job("web", 1)))
+        .await
+        .expect("register");
+    let Outcome::Job {
+        eval_id,
+        job_modify_index,
+        ..
+    } = applied.outcome
+    else {
         panic!("unexpected outcome {:?}", applied.outcome);
     };
     let snap = h.store.snapshot();
@@ -139,8 +148,14 @@ async fn a_registered_job_is_published_with_a_pending_evaluation_handed_to_the_b
     let stored = snap.job("default", "web").expect("job");
     assert_eq!(stored.version, 0);
     assert_eq!(stored.job_modify_index, job_modify_index);
-    assert_eq!(snap.eval(&eval_id).map(|e| e.status.as_str()), Some("pending"));
-    assert_eq!(h.pending.lock().map(|p| p.clone()).unwrap_or_default(), vec![eval_id]);
+    assert_eq!(
+        snap.eval(&eval_id).map(|e| e.status.as_str()),
+        Some("pending")
+    );
+    assert_eq!(
+        h.pending.lock().map(|p| p.clone()).unwrap_or_default(),
+        vec![eval_id]
+    );
     h.shutdown.cancel();
 }
 
@@ -155,11 +170,17 @@ async fn a_failed_command_in_a_batch_changes_nothing_while_the_others_commit() {
         preserve_counts: false,
         eval_priority: None,
     }));
-    let (bad, good) = tokio::join!(h.store.apply(conflicting), h.store.apply(register(job("b", 1))));
+    let (bad, good) = tokio::join!(
+        h.store.apply(conflicting),
+        h.store.apply(register(job("b", 1)))
+    );
     assert!(matches!(bad, Err(crate::Error::Conflict(_))), "{bad:?}");
     good.expect("the other command commits");
     let snap = h.store.snapshot();
-    assert_eq!(snap.job("default", "a").map(|j| j.task_groups[0].count), Some(1));
+    assert_eq!(
+        snap.job("default", "a").map(|j| j.task_groups[0].count),
+        Some(1)
+    );
     assert!(snap.job("default", "b").is_some());
     h.shutdown.cancel();
 }
@@ -169,9 +190,15 @@ async fn reregistering_an_unchanged_job_keeps_its_version_and_changes_bump_it() 
     let h = harness().await;
     h.store.apply(register(job("web", 1))).await.expect("v0");
     h.store.apply(register(job("web", 1))).await.expect("same");
-    assert_eq!(h.store.snapshot().job("default", "web").map(|j| j.version), Some(0));
+    assert_eq!(
+        h.store.snapshot().job("default", "web").map(|j| j.version),
+        Some(0)
+    );
     h.store.apply(register(job("web", 2))).await.expect("v1");
-    assert_eq!(h.store.snapshot().job("default", "web").map(|j| j.version), Some(1));
+    assert_eq!(
+        h.store.snapshot().job("default", "web").map(|j| j.version),
+        Some(1)
+    );
     h.shutdown.cancel();
 }
 
@@ -179,7 +206,10 @@ async fn reregistering_an_unchanged_job_keeps_its_version_and_changes_bump_it() 
 async fn only_the_latest_six_versions_are_kept() {
     let h = harness().await;
     for count in 1..=8 {
-        h.store.apply(register(job("web", count))).await.expect("register");
+        h.store
+            .apply(register(job("web", count)))
+            .await
+            .expect("register");
     }
     let snap = h.store.snapshot();
     let versions: Vec<u64> = snap
@@ -194,7 +224,10 @@ async fn only_the_latest_six_versions_are_kept() {
 fn plan_for(job: &Job, eval_id: &str, allocs: Vec<Allocation>) -> Command {
     let mut node_allocation: BTreeMap<String, Vec<Allocation>> = BTreeMap::new();
     for alloc in allocs {
-        node_allocation.entry(alloc.node_id.clone()).or_default().push(alloc);
+        node_allocation
+            .entry(alloc.node_id.clone())
+            .or_default()
+            .push(alloc);
     }
     Command::ApplyPlan(Box::new(Plan {
         eval: Evaluation {
@@ -218,7 +251,12 @@ async fn the_plan_applier_refuses_a_node_that_no_longer_fits() {
         .await
         .expect("node");
     h.store.apply(register(job("web", 2))).await.expect("job");
-    let job = h.store.snapshot().job("default", "web").cloned().expect("job");
+    let job = h
+        .store
+        .snapshot()
+        .job("default", "web")
+        .cloned()
+        .expect("job");
     let first = h
         .store
         .apply(plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]))
@@ -251,7 +289,12 @@ async fn a_terminal_allocation_frees_its_node_and_unblocks_blocked_evaluations()
         .await
         .expect("node");
     h.store.apply(register(job("web", 1))).await.expect("job");
-    let job = h.store.snapshot().job("default", "web").cloned().expect("job");
+    let job = h
+        .store
+        .snapshot()
+        .job("default", "web")
+        .cloned()
+        .expect("job");
     h.store
         .apply(plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]))
         .await
@@ -279,7 +322,10 @@ async fn a_terminal_allocation_frees_its_node_and_unblocks_blocked_evaluations()
         .expect("client update");
     let snap = h.store.snapshot();
     assert_eq!(snap.node_used("n1").cpu, 0);
-    assert_eq!(snap.eval("blocked").map(|e| e.status.as_str()), Some("pending"));
+    assert_eq!(
+        snap.eval("blocked").map(|e| e.status.as_str()),
+        Some("pending")
+    );
     h.shutdown.cancel();
 }
 
@@ -291,7 +337,12 @@ async fn a_reloaded_store_sees_exactly_what_was_published() {
         .await
         .expect("node");
     h.store.apply(register(job("web", 1))).await.expect("job");
-    let job = h.store.snapshot().job("default", "web").cloned().expect("job");
+    let job = h
+        .store
+        .snapshot()
+        .job("default", "web")
+        .cloned()
+        .expect("job");
     h.store
         .apply(plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]))
         .await

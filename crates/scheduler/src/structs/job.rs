@@ -230,7 +230,10 @@ impl Job {
     }
 
     pub fn is_parameterized(&self) -> bool {
-        self.parameterized_job.as_ref().is_some_and(|p| !p.is_null()) && !self.dispatched
+        self.parameterized_job
+            .as_ref()
+            .is_some_and(|p| !p.is_null())
+            && !self.dispatched
     }
 
     pub fn task_group(&self, name: &str) -> Option<&TaskGroup> {
@@ -256,8 +259,8 @@ impl TaskGroup {
             ..super::Comparable::default()
         };
         for task in &self.tasks {
-            total.cpu += task.resources.cpu;
-            total.memory_mb += task.resources.memory_mb;
+            total.cpu = total.cpu.saturating_add(task.resources.cpu);
+            total.memory_mb = total.memory_mb.saturating_add(task.resources.memory_mb);
         }
         total
     }

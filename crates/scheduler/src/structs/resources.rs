@@ -66,16 +66,18 @@ pub struct Comparable {
 }
 
 impl Comparable {
+    /// Adds `other` (saturating: absurd requests never overflow).
     pub fn add(&mut self, other: &Comparable) {
-        self.cpu += other.cpu;
-        self.memory_mb += other.memory_mb;
-        self.disk_mb += other.disk_mb;
+        self.cpu = self.cpu.saturating_add(other.cpu);
+        self.memory_mb = self.memory_mb.saturating_add(other.memory_mb);
+        self.disk_mb = self.disk_mb.saturating_add(other.disk_mb);
     }
 
+    /// Subtracts `other` (saturating).
     pub fn subtract(&mut self, other: &Comparable) {
-        self.cpu -= other.cpu;
-        self.memory_mb -= other.memory_mb;
-        self.disk_mb -= other.disk_mb;
+        self.cpu = self.cpu.saturating_sub(other.cpu);
+        self.memory_mb = self.memory_mb.saturating_sub(other.memory_mb);
+        self.disk_mb = self.disk_mb.saturating_sub(other.disk_mb);
     }
 
     /// The first dimension in which `self` (what is asked, on top of what is used) exceeds
@@ -207,8 +209,8 @@ impl AllocatedResources {
             ..Comparable::default()
         };
         for task in self.tasks.values() {
-            total.cpu += task.cpu.cpu_shares;
-            total.memory_mb += task.memory.memory_mb;
+            total.cpu = total.cpu.saturating_add(task.cpu.cpu_shares);
+            total.memory_mb = total.memory_mb.saturating_add(task.memory.memory_mb);
         }
         total
     }

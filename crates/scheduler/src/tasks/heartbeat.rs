@@ -61,7 +61,8 @@ pub(crate) async fn run(state: State, shutdown: CancellationToken) {
             state.heartbeats().reset(&node.id, within);
         }
     }
-    let tick = (state.config().heartbeat_grace / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let tick = (state.config().heartbeat_grace / 4)
+        .clamp(Duration::from_millis(20), Duration::from_secs(1));
     loop {
         tokio::select! {
             biased;
