@@ -7,8 +7,9 @@
 //! `error-message`.
 //!
 //! Invariants:
-//! - Pure and streaming: reads once, front to back, holding one tar block and the decoder's
-//!   window; nothing is written anywhere.
+//! - Pure and streaming: reads once, front to back, from the caller's buffers (a
+//!   [`BufRead`]), holding one tar block, the decoder's window and one read buffer of
+//!   [`READ_CHUNK`]; nothing is written anywhere.
 //! - Bounded: stops with [`ArchiveError::TooManyEntries`] or [`ArchiveError::TooLarge`] as
 //!   soon as a cap is crossed (a gzip bomb costs at most `max_unpacked_bytes` of decoding).
 //! - The whole gzip stream is decoded, trailer included, so a truncated or corrupted archive
@@ -17,7 +18,7 @@
 //!   working directory of whatever later unpacks the archive).
 
 use std::cell::Cell;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, Read};
 use std::path::Component;
 use std::rc::Rc;
 
@@ -85,27 +86,36 @@ impl ArchiveError {
 /// The gzip magic bytes.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
-/// Reads `reader` to its end and says whether it is an acceptable `.tar.gz`.
-pub(crate) fn validate(reader: impl Read, limits: Limits) -> Result<Summary, ArchiveError> {
-    let mut input = BufReader::with_capacity(64 * 1024, reader);
-    let head = input
-        .fill_buf()
-        .map_err(|err| ArchiveError::Read(err.to_string()))?;
-    if head.len() < 2 || head[..2] != GZIP_MAGIC {
-        // A one-byte read is possible in theory; a real gzip header is 10 bytes and arrives
-        // whole from files and from any sane stream chunking.
+/// How much decompressed data one read asks for.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Reads `input` to its end and says whether it is an acceptable `.tar.gz`.
+pub(crate) fn validate(mut input: impl BufRead, limits: Limits) -> Result<Summary, ArchiveError> {
+    // The magic bytes are read however the input is split, then handed to the decoder again.
+    let mut magic = [0u8; 2];
+    let mut n_magic = 0;
+    while n_magic < magic.len() {
+        match input.read(&mut magic[n_magic..]) {
+            Ok(0) => return Err(ArchiveError::NotGzip),
+            Ok(n) => n_magic += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(ArchiveError::Read(err.to_string())),
+        }
+    }
+    if magic != GZIP_MAGIC {
         return Err(ArchiveError::NotGzip);
     }
 
     let outcome = Rc::new(Outcome::default());
     let decoded = Metered {
-        inner: MultiGzDecoder::new(input),
+        inner: MultiGzDecoder::new((&magic[..]).chain(input)),
         outcome: Rc::clone(&outcome),
         limit: limits.max_unpacked_bytes,
     };
     let mut archive = tar::Archive::new(decoded);
     let mut entries: u64 = 0;
     let classify = |err: io::Error| outcome.classify(err, limits);
+    let mut buffer = vec![0; READ_CHUNK];
 
     for entry in archive.entries().map_err(classify)? {
         let mut entry = entry.map_err(classify)?;
@@ -126,12 +136,12 @@ pub(crate) fn validate(reader: impl Read, limits: Limits) -> Result<Summary, Arc
                 path.to_string_lossy().into_owned(),
             ));
         }
-        io::copy(&mut entry, &mut io::sink()).map_err(classify)?;
+        skip(&mut entry, &mut buffer).map_err(classify)?;
     }
     // The tar end marker may come before the end of the gzip data: decode the rest so the
     // gzip trailer (CRC and length) is checked too.
     let mut rest = archive.into_inner();
-    io::copy(&mut rest, &mut io::sink()).map_err(|err| outcome.classify(err, limits))?;
+    skip(&mut rest, &mut buffer).map_err(|err| outcome.classify(err, limits))?;
 
     let unpacked_bytes = outcome.bytes.get();
     if unpacked_bytes == 0 {
@@ -141,6 +151,19 @@ pub(crate) fn validate(reader: impl Read, limits: Limits) -> Result<Summary, Arc
         entries,
         unpacked_bytes,
     })
+}
+
+/// Reads `reader` to its end through `buffer` (larger reads than `io::copy`'s, so fewer calls
+/// into the decoder).
+fn skip(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<()> {
+    loop {
+        match reader.read(buffer) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 /// What the decompressing reader saw, shared with the tar reader's error handling so that a
@@ -255,6 +278,19 @@ pub(crate) mod tests {
         assert_eq!(check(b""), Err(ArchiveError::NotGzip));
         assert_eq!(check(b"\x1f"), Err(ArchiveError::NotGzip));
         assert_eq!(check(b"hello world"), Err(ArchiveError::NotGzip));
+    }
+
+    #[test]
+    fn archive_arriving_byte_by_byte_is_read_whole() {
+        // The magic bytes may arrive split; the input is a chain of one-byte buffers.
+        let archive = tar_gz(&[("main.tf", b"x")]);
+        let bytes: Vec<&[u8]> = archive.chunks(1).collect();
+        let input = bytes
+            .iter()
+            .fold(Box::new(io::empty()) as Box<dyn BufRead>, |acc, byte| {
+                Box::new(acc.chain(*byte))
+            });
+        assert_eq!(validate(input, Limits::default()).unwrap().entries, 1);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use http::request::Parts;
 
 use crate::store::memberships::{MembershipStatus, load_user_membership};
 use crate::store::organizations::{OrganizationRecord, load_organization};
-use crate::store::teams::{OrganizationAccess, TeamRecord, load_team, load_user_team_ids};
+use crate::store::teams::{OrganizationAccess, TeamRecord, load_team};
 use crate::store::tokens::{TokenOwner, TokenRecord, load_token_by_hash};
 use crate::store::users::{UserRecord, load_user};
 use crate::{Error, State, ids};
@@ -206,13 +206,14 @@ impl Caller {
             }),
             Subject::User(user) => {
                 let membership = load_user_membership(storage, &user.id, name).await?;
-                let active =
-                    membership.is_some_and(|m| m.record.status == MembershipStatus::Active);
-                let team_ids = if active {
-                    load_user_team_ids(storage, &user.id, name).await?
-                } else {
-                    Vec::new()
+                let team_ids = match membership {
+                    Some(m) if m.record.status == MembershipStatus::Active => {
+                        Some(m.record.team_ids)
+                    }
+                    _ => None,
                 };
+                let active = team_ids.is_some();
+                let team_ids = team_ids.unwrap_or_default();
                 if user.is_admin {
                     Some(OrgAccess {
                         role: Role::SiteAdmin,

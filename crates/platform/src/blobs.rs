@@ -1,25 +1,36 @@
 //! The blob store: large binary objects (configuration archives; later module tarballs) kept in
-//! an `object_store` (a local directory, `<data-dir>/blobs` under `cairn`), never in the
-//! key-value store.
+//! a local directory (`<data-dir>/blobs` under `cairn`), never in the key-value store. Reads,
+//! deletes and listings go through `object_store`'s local store; uploads are written by
+//! [`BlobStore::put_stream`] itself, which keeps the disk busy while the body still arrives.
 //!
 //! Where it sits: handlers stream request bodies in with [`BlobStore::put_stream`] and serve
 //! blobs with [`BlobStore::open`] (downloads); the stored records under `platform/` name each
 //! blob by its key. Nothing here knows HTTP beyond `Bytes` streams and a response body.
 //!
 //! Invariants:
-//! - An upload is never held whole in memory: the body is streamed into a multipart upload in
-//!   [`PART_SIZE`] parts with at most [`PARTS_IN_FLIGHT`] being written, so one upload buffers
-//!   at most about 15 MiB whatever its size. The local store writes a staging file and renames
-//!   it into place on completion (fsynced), so a key is either absent or complete.
-//! - An upload larger than the limit is aborted as soon as the limit is crossed (its staging
-//!   file removed) and answered [`BlobError::TooLarge`]; nothing is left behind.
-//! - Every stored blob comes with its size and SHA-256, computed while streaming, so callers
-//!   can answer an identical repeated upload without reading anything back.
+//! - An upload is never held whole in memory: the body is copied into [`BLOCK_SIZE`] blocks
+//!   that go to a writer thread through a queue of at most [`WRITE_QUEUE`] blocks (the body is
+//!   back-pressured beyond that; a tap such as the archive check has its own bounded queue),
+//!   and the writer appends each one to the blob's file. Blocks are recycled within an upload.
+//! - Keys are fresh: [`BlobStore::put_stream`] creates its key's file and never writes over an
+//!   existing one. When it returns `Ok`, the blob is complete and durable (its data synced, and
+//!   every directory whose entries it changed: its own and any created for it); until then the
+//!   file is partial and no record names the key (the caller writes the record afterwards).
+//!   While the body streams, the writer syncs those directories and, every [`SYNC_STRIDE`]
+//!   bytes, the data written so far, in the background (one sync at a time), so the disk
+//!   writes during the upload and the final sync only flushes the tail.
+//! - An upload larger than the limit, a failing body, or a request that goes away stops the
+//!   writer, which removes the file; nothing is left behind under the key.
+//! - Nothing is hashed on the upload path: callers that need to recognize a repeated upload
+//!   compare blobs ([`BlobStore::same_content`]) or hash one ([`BlobStore::sha256`]) when the
+//!   repeat happens, which is rare.
 //! - The directory is created on first use; a failure to create it is a server error reported
 //!   at that use (and retried at the next), never a panic at start.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aws_lc_rs::digest;
@@ -28,20 +39,26 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as BlobPath;
-use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt, WriteMultipart};
-use tokio::sync::OnceCell;
+use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt};
+use tokio::sync::{OnceCell, mpsc};
 
 /// The default upper bound of one upload: 100 MiB.
 pub(crate) const DEFAULT_MAX_UPLOAD_BYTES: u64 = 100 * 1024 * 1024;
 
-/// The size of one multipart part (5 MiB is also the smallest part S3-style stores accept).
-const PART_SIZE: usize = 5 * 1024 * 1024;
+/// The size of the blocks an upload is copied into on its way to the writer (and a tap).
+pub(crate) const BLOCK_SIZE: usize = 1024 * 1024;
 
-/// How many parts of one upload may be written concurrently before the body is back-pressured.
-const PARTS_IN_FLIGHT: usize = 2;
+/// How many blocks may wait for the writer thread before the body is back-pressured.
+const WRITE_QUEUE: usize = 8;
+
+/// How many bytes the writer appends between two background data syncs.
+const SYNC_STRIDE: u64 = 8 * 1024 * 1024;
 
 /// The read buffer for downloads of local files.
 const DOWNLOAD_CHUNK: usize = 64 * 1024;
+
+/// The read buffer for comparing and hashing stored blobs.
+const READ_CHUNK: usize = 256 * 1024;
 
 /// Why a blob operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -58,9 +75,21 @@ pub(crate) enum BlobError {
     /// The blob directory could not be created or opened.
     #[error("blob directory {path}: {reason}")]
     Directory { path: PathBuf, reason: String },
+    /// Writing or reading a blob's file failed.
+    #[error("blob file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
     /// The object store failed.
     #[error("blob store: {0}")]
     Store(#[from] object_store::Error),
+}
+
+impl BlobError {
+    fn file(path: &Path) -> impl FnOnce(io::Error) -> BlobError + '_ {
+        move |err| BlobError::File {
+            path: path.to_path_buf(),
+            reason: err.to_string(),
+        }
+    }
 }
 
 /// A blob that was just stored.
@@ -68,8 +97,6 @@ pub(crate) enum BlobError {
 pub(crate) struct StoredBlob {
     pub(crate) key: String,
     pub(crate) size: u64,
-    /// Lowercase hex SHA-256 of the content.
-    pub(crate) sha256: String,
 }
 
 /// The content of a stored blob, ready to be read once.
@@ -110,7 +137,72 @@ impl BlobContent {
 pub(crate) struct BlobStore {
     dir: PathBuf,
     max_upload_bytes: u64,
-    store: OnceCell<Arc<dyn ObjectStore>>,
+    store: OnceCell<Arc<LocalFileSystem>>,
+}
+
+/// A block of an upload's bytes, shared by the writer and a tap (the archive check). Dropping
+/// the last holder of a block returns its buffer to the upload's pool, so an upload reuses a
+/// few buffers instead of allocating (and page-faulting) fresh memory for every piece.
+#[derive(Debug)]
+pub(crate) struct Block {
+    data: Option<Arc<Vec<u8>>>,
+    pool: Arc<BlockPool>,
+}
+
+impl Block {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.data.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Another holder of the same bytes.
+    fn share(&self) -> Block {
+        Block {
+            data: self.data.clone(),
+            pool: Arc::clone(&self.pool),
+        }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        // `Arc::into_inner` hands the buffer to exactly one of the holders: the last.
+        if let Some(buffer) = self.data.take().and_then(Arc::into_inner) {
+            self.pool.put(buffer);
+        }
+    }
+}
+
+/// The free buffers of one upload.
+#[derive(Debug, Default)]
+struct BlockPool {
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl BlockPool {
+    fn take(&self) -> Vec<u8> {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(BLOCK_SIZE))
+    }
+
+    fn put(&self, mut buffer: Vec<u8>) {
+        buffer.clear();
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(buffer);
+    }
+}
+
+/// What the body side tells the writer thread.
+#[derive(Debug)]
+enum WriteCommand {
+    Chunk(Block),
+    /// The body ended: sync, publish, answer. (A queue closed without it means the upload
+    /// stopped: the writer removes the file.)
+    Finish,
 }
 
 impl BlobStore {
@@ -128,7 +220,7 @@ impl BlobStore {
         self.max_upload_bytes
     }
 
-    async fn store(&self) -> Result<&Arc<dyn ObjectStore>, BlobError> {
+    async fn store(&self) -> Result<&Arc<LocalFileSystem>, BlobError> {
         self.store
             .get_or_try_init(|| async {
                 if self.dir.as_os_str().is_empty() {
@@ -145,52 +237,83 @@ impl BlobStore {
                     .map_err(|err| directory(err.to_string()))?
                     .with_fsync(true)
                     .with_automatic_cleanup(true);
-                Ok(Arc::new(local) as Arc<dyn ObjectStore>)
+                Ok(Arc::new(local))
             })
             .await
     }
 
-    /// Streams `body` into the blob `key`, replacing any blob there, and returns its size and
-    /// digest. Over the limit, or when the body fails, the partial upload is removed.
-    pub(crate) async fn put_stream<S, E>(&self, key: &str, body: S) -> Result<StoredBlob, BlobError>
+    /// The file that holds blob `key`.
+    async fn file_path(&self, key: &str) -> Result<PathBuf, BlobError> {
+        Ok(self
+            .store()
+            .await?
+            .path_to_filesystem(&BlobPath::from(key))?)
+    }
+
+    /// Streams `body` into the new blob `key` and returns its size once the blob is durable.
+    /// Over the limit, or when the body fails, the partial upload is removed. The body is
+    /// copied into [`BLOCK_SIZE`] blocks (each body chunk is released at once, so the HTTP
+    /// server reuses its buffer); `tap`, when given, receives every block too, in order (a tap
+    /// that went away is skipped, the upload goes on).
+    pub(crate) async fn put_stream<S, E>(
+        &self,
+        key: &str,
+        body: S,
+        tap: Option<&mpsc::Sender<Block>>,
+    ) -> Result<StoredBlob, BlobError>
     where
         S: Stream<Item = Result<Bytes, E>> + Send,
         E: fmt::Display,
     {
-        let store = self.store().await?;
-        let location = BlobPath::from(key);
-        let upload = store.put_multipart(&location).await?;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_SIZE);
-        let mut hasher = digest::Context::new(&digest::SHA256);
+        let path = self.file_path(key).await?;
+        let (commands, queue) = mpsc::channel(WRITE_QUEUE);
+        let writer = tokio::task::spawn_blocking(move || write_blob(queue, &path));
+        let pool = Arc::new(BlockPool::default());
+        let mut filling = pool.take();
         let mut size: u64 = 0;
         let mut body = std::pin::pin!(body);
-        while let Some(chunk) = body.next().await {
-            let chunk = match chunk {
-                Ok(chunk) => chunk,
-                Err(err) => {
-                    abort(writer, key).await;
-                    return Err(BlobError::Body(err.to_string()));
-                }
+        let streamed = 'body: loop {
+            let chunk = match body.next().await {
+                None => break Ok(()),
+                Some(Ok(chunk)) => chunk,
+                Some(Err(err)) => break Err(BlobError::Body(err.to_string())),
             };
             size += chunk.len() as u64;
             if size > self.max_upload_bytes {
-                abort(writer, key).await;
-                return Err(BlobError::TooLarge {
+                break Err(BlobError::TooLarge {
                     limit: self.max_upload_bytes,
                 });
             }
-            hasher.update(&chunk);
-            if let Err(err) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                abort(writer, key).await;
-                return Err(err.into());
+            let mut rest: &[u8] = &chunk;
+            while !rest.is_empty() {
+                let n = (BLOCK_SIZE - filling.len()).min(rest.len());
+                filling.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                if filling.len() == BLOCK_SIZE {
+                    let full = std::mem::replace(&mut filling, pool.take());
+                    if !send_block(full, &pool, &commands, tap).await {
+                        // The writer stopped on an error; its answer below says which.
+                        break 'body Ok(());
+                    }
+                }
             }
-            writer.put(chunk);
+        };
+        if streamed.is_ok()
+            && (filling.is_empty() || send_block(filling, &pool, &commands, tap).await)
+        {
+            // A send error means the writer already stopped; its answer says why.
+            let _ = commands.send(WriteCommand::Finish).await;
         }
-        writer.finish().await?;
+        drop(commands);
+        let written = writer.await.map_err(|err| BlobError::File {
+            path: PathBuf::from(key),
+            reason: format!("the writer thread failed: {err}"),
+        })?;
+        streamed?;
+        written?;
         Ok(StoredBlob {
             key: key.to_owned(),
             size,
-            sha256: hex(hasher.finish().as_ref()),
         })
     }
 
@@ -207,6 +330,30 @@ impl BlobStore {
         }
     }
 
+    /// Whether blobs `a` and `b` hold the same bytes (read back and compared).
+    pub(crate) async fn same_content(&self, a: &str, b: &str) -> Result<bool, BlobError> {
+        let (a, b) = (self.file_path(a).await?, self.file_path(b).await?);
+        blocking(move || same_files(&a, &b)).await
+    }
+
+    /// The SHA-256 of blob `key`, lowercase hex (read back).
+    pub(crate) async fn sha256(&self, key: &str) -> Result<String, BlobError> {
+        let path = self.file_path(key).await?;
+        blocking(move || {
+            let mut file = File::open(&path).map_err(BlobError::file(&path))?;
+            let mut context = digest::Context::new(&digest::SHA256);
+            let mut buffer = vec![0; READ_CHUNK];
+            loop {
+                let n = file.read(&mut buffer).map_err(BlobError::file(&path))?;
+                if n == 0 {
+                    return Ok(hex(context.finish().as_ref()));
+                }
+                context.update(&buffer[..n]);
+            }
+        })
+        .await
+    }
+
     /// Removes blob `key`; removing a missing blob succeeds.
     pub(crate) async fn delete(&self, key: &str) -> Result<(), BlobError> {
         let store = self.store().await?;
@@ -217,7 +364,7 @@ impl BlobStore {
     }
 
     /// Removes every blob whose key starts with `prefix/` (for example all uploads of one
-    /// configuration version, including those a crash left behind).
+    /// configuration version, including a partial one a crash left behind).
     pub(crate) async fn delete_prefix(&self, prefix: &str) -> Result<(), BlobError> {
         let store = self.store().await?;
         let keys: Vec<BlobPath> = store
@@ -235,6 +382,173 @@ impl BlobStore {
     }
 }
 
+/// Hands a full block to the writer and to `tap`; `false` when the writer has stopped.
+async fn send_block(
+    buffer: Vec<u8>,
+    pool: &Arc<BlockPool>,
+    commands: &mpsc::Sender<WriteCommand>,
+    tap: Option<&mpsc::Sender<Block>>,
+) -> bool {
+    let block = Block {
+        data: Some(Arc::new(buffer)),
+        pool: Arc::clone(pool),
+    };
+    if let Some(tap) = tap {
+        // A tap that stopped early (a refused archive) no longer needs the bytes.
+        let _ = tap.send(block.share()).await;
+    }
+    commands.send(WriteCommand::Chunk(block)).await.is_ok()
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, BlobError> + Send + 'static,
+) -> Result<T, BlobError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| BlobError::File {
+            path: PathBuf::new(),
+            reason: format!("the blob task failed: {err}"),
+        })?
+}
+
+/// The writer thread of one upload: creates the blob's file at `path`, appends the queued
+/// chunks and syncs it at [`WriteCommand::Finish`]; on any failure, or when the queue closes
+/// without `Finish`, removes the file.
+fn write_blob(queue: mpsc::Receiver<WriteCommand>, path: &Path) -> Result<(), BlobError> {
+    let mut created = false;
+    let written = write_file(queue, path, &mut created);
+    if written.is_err() && created {
+        // Nothing may stay behind (a failure to remove is reported by the write's error).
+        let _ = std::fs::remove_file(path);
+    }
+    written
+}
+
+fn write_file(
+    mut queue: mpsc::Receiver<WriteCommand>,
+    path: &Path,
+    created: &mut bool,
+) -> Result<(), BlobError> {
+    let directory = path.parent().ok_or_else(|| BlobError::File {
+        path: path.to_path_buf(),
+        reason: "a blob path has a directory".to_owned(),
+    })?;
+    // Every directory whose entries change: the blob's, the ones created for it, and the
+    // existing one they were created in (found before creating anything).
+    let mut changed = vec![directory.to_path_buf()];
+    while let Some(parent) = changed
+        .last()
+        .filter(|dir| !dir.exists())
+        .and_then(|dir| dir.parent())
+    {
+        changed.push(parent.to_path_buf());
+    }
+    std::fs::create_dir_all(directory).map_err(BlobError::file(directory))?;
+    // A fresh key: an existing file (another upload's) is never written over.
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(BlobError::file(path))?;
+    *created = true;
+    std::thread::scope(|scope| {
+        // The directory entries are made durable while the body streams, not after it.
+        let mut syncing = Some(scope.spawn(|| {
+            changed
+                .iter()
+                .try_for_each(|dir| File::open(dir)?.sync_all())
+        }));
+        let mut unsynced: u64 = 0;
+        loop {
+            match queue.blocking_recv() {
+                Some(WriteCommand::Chunk(block)) => {
+                    file.write_all(block.bytes())
+                        .map_err(BlobError::file(path))?;
+                    unsynced += block.bytes().len() as u64;
+                    drop(block);
+                    if unsynced >= SYNC_STRIDE
+                        && syncing.as_ref().is_none_or(|sync| sync.is_finished())
+                    {
+                        if let Some(done) = syncing.take() {
+                            join_sync(done, path)?;
+                        }
+                        let handle = file.try_clone().map_err(BlobError::file(path))?;
+                        syncing = Some(scope.spawn(move || handle.sync_data()));
+                        unsynced = 0;
+                    }
+                }
+                Some(WriteCommand::Finish) => break,
+                None => {
+                    return Err(BlobError::Body(
+                        "the upload stopped before its end".to_owned(),
+                    ));
+                }
+            }
+        }
+        match syncing {
+            Some(last) => join_sync(last, path),
+            None => Ok(()),
+        }
+    })?;
+    // Content and size; the directory entries were synced above.
+    file.sync_data().map_err(BlobError::file(path))
+}
+
+/// Waits for a background data sync and reports its failure.
+fn join_sync(
+    sync: std::thread::ScopedJoinHandle<'_, io::Result<()>>,
+    path: &Path,
+) -> Result<(), BlobError> {
+    match sync.join() {
+        Ok(synced) => synced.map_err(BlobError::file(path)),
+        Err(_) => Err(BlobError::File {
+            path: path.to_path_buf(),
+            reason: "the sync thread panicked".to_owned(),
+        }),
+    }
+}
+
+/// Whether two files hold the same bytes.
+fn same_files(a: &Path, b: &Path) -> Result<bool, BlobError> {
+    let mut file_a = File::open(a).map_err(BlobError::file(a))?;
+    let mut file_b = File::open(b).map_err(BlobError::file(b))?;
+    let length = |file: &File, path: &Path| {
+        file.metadata()
+            .map(|m| m.len())
+            .map_err(BlobError::file(path))
+    };
+    if length(&file_a, a)? != length(&file_b, b)? {
+        return Ok(false);
+    }
+    let mut buffer_a = vec![0; READ_CHUNK];
+    let mut buffer_b = vec![0; READ_CHUNK];
+    loop {
+        let n_a = read_full(&mut file_a, &mut buffer_a).map_err(BlobError::file(a))?;
+        let n_b = read_full(&mut file_b, &mut buffer_b).map_err(BlobError::file(b))?;
+        if n_a != n_b || buffer_a[..n_a] != buffer_b[..n_b] {
+            return Ok(false);
+        }
+        if n_a == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads until `buffer` is full or the file ends; the number of bytes read.
+fn read_full(file: &mut File, buffer: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(filled)
+}
+
 /// `n` bytes for people: `104857600 bytes (100 MiB)`, or `1000 bytes` when not whole MiB.
 pub(crate) fn describe_size(n: u64) -> String {
     const MIB: u64 = 1024 * 1024;
@@ -249,14 +563,6 @@ impl crate::State {
     /// The platform's blob store.
     pub(crate) fn blobs(&self) -> &BlobStore {
         &self.inner.blobs
-    }
-}
-
-/// Aborts a multipart upload; a failure to clean up is logged, not returned (the caller is
-/// already answering with the reason the upload stopped).
-async fn abort(writer: WriteMultipart, key: &str) {
-    if let Err(err) = writer.abort().await {
-        tracing::warn!(message = "Aborting a blob upload failed.", key, error = %err);
     }
 }
 
@@ -292,20 +598,86 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn put_stream_stores_content_with_size_and_sha256() {
+    async fn put_stream_stores_content_with_its_size() {
         let dir = tempfile::tempdir().unwrap();
         let blobs = BlobStore::new(dir.path().join("blobs"), 1024);
         let stored = blobs
-            .put_stream("cv/one.tar.gz", chunks(&[b"hello ", b"world"]))
+            .put_stream("cv/one.tar.gz", chunks(&[b"hello ", b"world"]), None)
             .await
             .unwrap();
         assert_eq!(stored.size, 11);
-        assert_eq!(
-            stored.sha256,
-            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
-        );
         let content = blobs.open("cv/one.tar.gz").await.unwrap().unwrap();
         assert_eq!(read_all(content).await, b"hello world");
+        assert_eq!(walk(dir.path()).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn put_stream_tap_sees_every_byte_in_order_in_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = BlobStore::new(dir.path().to_path_buf(), 64 * 1024 * 1024);
+        let content: Vec<u8> = (0..(2 * BLOCK_SIZE + 12_345))
+            .map(|index| (index % 251) as u8)
+            .collect();
+        let parts: Vec<&[u8]> = content.chunks(700 * 1024).collect();
+        let (tap, mut tapped) = mpsc::channel(64);
+        let stored = blobs
+            .put_stream("cv/tapped", chunks(&parts), Some(&tap))
+            .await
+            .unwrap();
+        drop(tap);
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some(block) = tapped.recv().await {
+            sizes.push(block.bytes().len());
+            seen.extend_from_slice(block.bytes());
+        }
+        assert_eq!(sizes, [BLOCK_SIZE, BLOCK_SIZE, 12_345]);
+        assert_eq!(seen, content);
+        assert_eq!(stored.size, content.len() as u64);
+        let stored_bytes = read_all(blobs.open("cv/tapped").await.unwrap().unwrap()).await;
+        assert_eq!(stored_bytes, content);
+    }
+
+    #[tokio::test]
+    async fn sha256_and_same_content_read_stored_blobs_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = BlobStore::new(dir.path().to_path_buf(), 1024);
+        for (key, parts) in [
+            ("cv/a", &[&b"hello "[..], b"world"][..]),
+            ("cv/b", &[&b"hello world"[..]][..]),
+            ("cv/c", &[&b"hello there"[..]][..]),
+            ("cv/d", &[&b"hello"[..]][..]),
+        ] {
+            blobs.put_stream(key, chunks(parts), None).await.unwrap();
+        }
+        assert_eq!(
+            blobs.sha256("cv/a").await.unwrap(),
+            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+        );
+        assert!(blobs.same_content("cv/a", "cv/b").await.unwrap());
+        assert!(!blobs.same_content("cv/a", "cv/c").await.unwrap());
+        assert!(!blobs.same_content("cv/a", "cv/d").await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn put_stream_dropped_midway_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = BlobStore::new(dir.path().to_path_buf(), 1024);
+        // A body that yields one chunk and then never ends, like a client that stalls.
+        let body = futures::stream::iter(vec![Ok::<_, Infallible>(Bytes::from_static(b"part"))])
+            .chain(futures::stream::pending());
+        let upload = blobs.put_stream("cv/stalled", body, None);
+        let timed_out = tokio::time::timeout(std::time::Duration::from_millis(100), upload).await;
+        assert!(timed_out.is_err());
+        // The writer notices the closed queue and removes the partial file.
+        for _ in 0..100 {
+            if walk(dir.path()).is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(walk(dir.path()).is_empty(), "{:?}", walk(dir.path()));
+        assert!(blobs.open("cv/stalled").await.unwrap().is_none());
     }
 
     #[tokio::test]
@@ -313,7 +685,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let blobs = BlobStore::new(dir.path().to_path_buf(), 8);
         let err = blobs
-            .put_stream("cv/big", chunks(&[b"12345", b"6789"]))
+            .put_stream("cv/big", chunks(&[b"12345", b"6789"]), None)
             .await
             .unwrap_err();
         assert!(matches!(err, BlobError::TooLarge { limit: 8 }), "{err:?}");
@@ -327,7 +699,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let blobs = BlobStore::new(dir.path().to_path_buf(), 8);
         let stored = blobs
-            .put_stream("cv/edge", chunks(&[b"1234", b"5678"]))
+            .put_stream("cv/edge", chunks(&[b"1234", b"5678"]), None)
             .await
             .unwrap();
         assert_eq!(stored.size, 8);
@@ -341,7 +713,7 @@ mod tests {
             Ok(Bytes::from_static(b"part")),
             Err("connection reset"),
         ]);
-        let err = blobs.put_stream("cv/cut", body).await.unwrap_err();
+        let err = blobs.put_stream("cv/cut", body, None).await.unwrap_err();
         assert!(
             matches!(err, BlobError::Body(ref m) if m == "connection reset"),
             "{err:?}"
@@ -350,12 +722,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn put_stream_larger_than_a_part_round_trips() {
+    async fn put_stream_past_a_background_sync_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let blobs = BlobStore::new(dir.path().to_path_buf(), 64 * 1024 * 1024);
         let block = vec![7u8; 1024 * 1024];
+        // 12 MiB in chunks of 1 MiB: one background sync at 8 MiB, the tail at the end.
         let parts: Vec<&[u8]> = (0..12).map(|_| block.as_slice()).collect();
-        let stored = blobs.put_stream("cv/large", chunks(&parts)).await.unwrap();
+        let stored = blobs
+            .put_stream("cv/large", chunks(&parts), None)
+            .await
+            .unwrap();
         assert_eq!(stored.size, 12 * 1024 * 1024);
         let content = blobs.open("cv/large").await.unwrap().unwrap();
         let back = read_all(content).await;
@@ -368,7 +744,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let blobs = BlobStore::new(dir.path().to_path_buf(), 1024);
         for key in ["cv-1/a", "cv-1/b", "cv-2/a"] {
-            blobs.put_stream(key, chunks(&[b"x"])).await.unwrap();
+            blobs.put_stream(key, chunks(&[b"x"]), None).await.unwrap();
         }
         blobs.delete("cv-2/a").await.unwrap();
         blobs.delete("cv-2/a").await.unwrap();

@@ -425,7 +425,7 @@ mod tests {
             error: None,
             error_message: None,
             upload: Some(UploadRecord {
-                sha256: "00".to_owned(),
+                sha256: None,
                 size: 1,
                 blob_key: Some("k".to_owned()),
             }),

@@ -48,10 +48,12 @@ pub(crate) fn new_token_secret() -> String {
 
 /// The lookup key of a secret: SHA-256, lowercase hex.
 pub(crate) fn hash_secret(secret: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = digest::digest(&digest::SHA256, secret.as_bytes());
     let mut out = String::with_capacity(64);
     for byte in digest.as_ref() {
-        out.push_str(&format!("{byte:02x}"));
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     out
 }

@@ -11,8 +11,9 @@
 //! - A user without a username must choose one (`data.attributes.username`; 422 when missing,
 //!   invalid or taken); the username is copied into all of the user's memberships in the same
 //!   transaction.
-//! - The membership becomes `active` and its invitation hash is cleared in one transaction,
-//!   so the invitation token works once; a second acceptance is 409.
+//! - The membership becomes `active` and its invitation hash is cleared in one transaction
+//!   (with its status index and the organization's status counts), so the invitation token
+//!   works once; a second acceptance is 409.
 //! - A user who had no username and accepted by invitation token receives a first user token
 //!   in `meta.authentication-token` (the only way such a user gets a credential until mail is
 //!   configured).
@@ -27,9 +28,9 @@ use crate::memberships::membership_resource;
 use crate::render::JsonApi;
 use crate::request::OptionalBody;
 use crate::store::memberships::{
-    MembershipStatus, load_membership, load_user_memberships, membership_key,
+    MembershipStatus, StatusCounts, count_change, load_membership, load_user_memberships,
+    membership_key_of, update_ops,
 };
-use crate::store::teams::load_user_team_ids;
 use crate::store::tokens::{TokenOwner, TokenRecord, save_token_ops};
 use crate::store::users::{load_user, user_key, username_key};
 use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, commit, put};
@@ -81,7 +82,7 @@ pub(crate) async fn accept_membership(
             .ok_or(Error::NotFound)?;
         let mut txn = Txn::new()
             .when(Compare::ModRevision(
-                membership_key(&record.organization, &id),
+                membership_key_of(record),
                 membership.revision,
             ))
             .when(Compare::ModRevision(
@@ -129,10 +130,10 @@ pub(crate) async fn accept_membership(
                 copy.username = Some(username.clone());
                 txn = txn
                     .when(Compare::ModRevision(
-                        membership_key(&copy.organization, &copy.id),
+                        membership_key_of(&copy),
                         other.revision,
                     ))
-                    .then(put(membership_key(&copy.organization, &copy.id), &copy)?);
+                    .then(put(membership_key_of(&copy), &copy)?);
             }
             if by_token && !by_caller {
                 let secret = ids::new_token_secret();
@@ -156,12 +157,16 @@ pub(crate) async fn accept_membership(
         accepted.status = MembershipStatus::Active;
         accepted.invitation_hash = None;
         accepted.username = accepted_user.username.clone();
-        txn = txn.then(put(membership_key(&accepted.organization, &id), &accepted)?);
+        txn.success.extend(update_ops(record, &accepted)?);
+        let (compare, op) = count_change(
+            state.storage(),
+            &record.organization,
+            StatusCounts::one(MembershipStatus::Active).plus(record.status, -1),
+        )
+        .await?;
+        txn = txn.when(compare).then(op);
         if commit(state.storage(), txn).await? {
-            let team_ids =
-                load_user_team_ids(state.storage(), &accepted.user_id, &accepted.organization)
-                    .await?;
-            let mut document = Document::one(membership_resource(&accepted, &team_ids));
+            let mut document = Document::one(membership_resource(&accepted, &accepted.team_ids));
             document.include(users::user_resource(&accepted_user));
             if let Some((token_id, secret)) = first_token {
                 document = document.with_meta(

@@ -19,33 +19,36 @@
 //!   and so is removing the owners team's last member; anyone else needs membership
 //!   management, or is removing themselves. Removal takes the user out of every team of the
 //!   organization; a user created by an invitation who has no membership left is deleted.
-//! - Lists are in creation order (the store's create revision, which never ties).
+//! - Lists are in creation order (`store/memberships.rs`: the key's `seq`, which never ties).
 //! - `meta.status-counts` counts the memberships matching `q` and `filter[email]`, whatever
 //!   `filter[status]` says (so the counts are the tabs of one search); `total` is their sum.
+//! - A list page reads what the page needs: without `q` and `filter[email]`, the maintained
+//!   status counts and a window of the ordered keys; with `filter[email]`, one lookup per
+//!   address; only `q` (a substring) reads every membership, a chunk at a time, keeping the page.
 
 use axum::extract::{Path, State as AxumState};
 use axum::response::Response;
 use jsonapi::{Document, Relationship, Resource};
 use serde_json::json;
-use storage::{Compare, KeyRange, Op, Txn};
+use storage::{Compare, Op, Txn};
 
 use crate::auth::{Caller, OrgAccess};
 use crate::render::{JsonApi, no_content, page_document};
 use crate::request::{Body, Query};
 use crate::store::memberships::{
-    MembershipRecord, MembershipStatus, OrganizationRef, load_membership, load_memberships,
-    load_user_membership, load_user_memberships, membership_id_key, membership_key,
-    org_memberships_prefix, user_membership_key,
+    MembershipRecord, MembershipStatus, StatusCounts, count_change, create_ops, load_counts,
+    load_membership, load_page, load_user_membership, load_user_memberships, membership_key_of,
+    next_seq, remove_ops, user_memberships_prefix, visit_memberships,
 };
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
-    TeamRecord, add_member_ops, load_team, load_team_member_ids, load_user_team_ids, team_key,
-    team_member_key, user_teams_prefix,
+    TeamRecord, add_member_op, load_team, load_team_member_ids, remove_member_op, team_key,
+    team_member_key,
 };
 use crate::store::users::{
     UserRecord, create_user_ops, email_key, load_user, load_user_by_email, user_key,
 };
-use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, list_suffixes, put};
+use crate::store::{MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, list_suffixes};
 use crate::teams::{TeamView, team_resource};
 use crate::{Error, State, ids, organizations, users};
 
@@ -83,18 +86,13 @@ async fn render_memberships(
     let include_user = includes.iter().any(|name| name == "user");
     let include_teams = includes.iter().any(|name| name == "teams");
     for membership in memberships {
-        let team_ids = load_user_team_ids(
-            state.storage(),
-            &membership.user_id,
-            &membership.organization,
-        )
-        .await?;
-        resources.push(membership_resource(membership, &team_ids));
+        let team_ids = &membership.team_ids;
+        resources.push(membership_resource(membership, team_ids));
         if include_user && let Some(user) = load_user(state.storage(), &membership.user_id).await? {
             included.push(users::user_resource(&user.record));
         }
         if include_teams {
-            for team_id in &team_ids {
+            for team_id in team_ids {
                 if let Some(team) = load_team(state.storage(), team_id).await? {
                     included.push(team_stub(state, team.record).await?);
                 }
@@ -190,10 +188,9 @@ pub(crate) async fn create_membership(
     let invitation = ids::new_token_secret();
     for _ in 0..MAX_ATTEMPTS {
         let access = caller.organization(&state, &name).await?;
-        let count = list_suffixes(state.storage(), &org_memberships_prefix(&name))
-            .await?
-            .len();
-        if count >= limit {
+        // The maintained counts, not a count of the records: an invite costs the same in an
+        // organization of any size.
+        if load_counts(state.storage(), &name).await?.total() >= limit {
             return Err(Error::BadRequest {
                 parameter: None,
                 detail: format!("organization {name} has reached its limit of {limit} members"),
@@ -235,7 +232,7 @@ pub(crate) async fn create_membership(
                 user
             }
         };
-        let membership = MembershipRecord {
+        let mut membership = MembershipRecord {
             version: RECORD_VERSION,
             id: ids::new_id("ou"),
             organization: name.clone(),
@@ -244,29 +241,32 @@ pub(crate) async fn create_membership(
             email: user.email.clone(),
             username: user.username.clone(),
             created_at_ms: ids::now_ms(),
+            seq: next_seq(),
+            team_ids: Vec::new(),
             invitation_hash: Some(ids::hash_secret(&invitation)),
         };
-        txn = txn
-            .when(Compare::Missing(user_membership_key(&user.id, &name)))
-            .then(put(membership_key(&name, &membership.id), &membership)?)
-            .then(put(
-                membership_id_key(&membership.id),
-                &OrganizationRef {
-                    version: RECORD_VERSION,
-                    organization: name.clone(),
-                },
-            )?)
-            .then(put(
-                user_membership_key(&user.id, &name),
-                &IdRef::new(&membership.id),
-            )?);
         for team in &teams {
-            txn = txn.when(Compare::Exists(team_key(&team.id)));
-            txn.success.extend(add_member_ops(team, &user.id)?);
+            membership.join_team(&team.id);
+            txn = txn
+                .when(Compare::Exists(team_key(&team.id)))
+                .then(add_member_op(team, &user.id)?);
         }
+        let (compares, ops) = create_ops(&membership)?;
+        txn.compares.extend(compares);
+        txn.success.extend(ops);
+        let (compare, op) = count_change(
+            state.storage(),
+            &name,
+            StatusCounts::one(MembershipStatus::Invited),
+        )
+        .await?;
+        txn = txn.when(compare).then(op);
         if commit(state.storage(), txn).await? {
-            let team_ids: Vec<String> = teams.iter().map(|team| team.id.clone()).collect();
-            let mut document = Document::one(membership_resource(&membership, &team_ids)).with_meta(
+            let mut document = Document::one(membership_resource(
+                &membership,
+                &membership.team_ids,
+            ))
+            .with_meta(
                 "invitation",
                 json!({
                     "token": invitation,
@@ -329,29 +329,164 @@ pub(crate) async fn list_memberships(
         .filter(|q| !q.is_empty());
     caller.organization(&state, &name).await?;
 
-    let mut stored = load_memberships(state.storage(), &name).await?;
-    // Creation order: the store's create revision is total (timestamps can tie).
-    stored.sort_by_key(|membership| membership.created);
-    let mut searched: Vec<MembershipRecord> = stored
-        .into_iter()
-        .map(|stored| stored.record)
-        .filter(|m| matches_search(m, needle.as_deref(), emails.as_deref()))
-        .collect();
-    let active = searched
-        .iter()
-        .filter(|m| m.status == MembershipStatus::Active)
-        .count();
-    let invited = searched.len() - active;
-    searched.retain(|m| status.is_none_or(|status| m.status == status));
-
-    let on_page: Vec<&MembershipRecord> = searched[page.range(searched.len())].iter().collect();
+    let search = Search {
+        needle: needle.as_deref(),
+        emails: emails.as_deref(),
+        status,
+    };
+    let listed = match (search.needle, search.emails) {
+        (None, None) => list_page(&state, &name, status, page).await?,
+        (_, Some(emails)) => list_by_emails(&state, &name, &search, emails, page).await?,
+        (Some(_), None) => list_by_search(&state, &name, &search, page).await?,
+    };
+    let on_page: Vec<&MembershipRecord> = listed.page.iter().collect();
     let (resources, included) = render_memberships(&state, &on_page, &includes).await?;
     let path = format!("/api/v2/organizations/{name}/organization-memberships");
-    let document = page_document(page, searched.len(), resources, &path, &query).with_meta(
+    let counts = listed.counts;
+    let document = page_document(page, listed.total, resources, &path, &query).with_meta(
         "status-counts",
-        json!({"total": active + invited, "active": active, "invited": invited}),
+        json!({
+            "total": counts.total(),
+            "active": counts.of(MembershipStatus::Active),
+            "invited": counts.of(MembershipStatus::Invited),
+        }),
     );
     Ok(JsonApi::ok(document_with(document, included)))
+}
+
+/// The filters of a membership list besides paging.
+#[derive(Debug)]
+struct Search<'a> {
+    /// `q`, lowercased.
+    needle: Option<&'a str>,
+    /// `filter[email]`, lowercased.
+    emails: Option<&'a [String]>,
+    status: Option<MembershipStatus>,
+}
+
+impl Search<'_> {
+    /// Whether `membership` matches `q` and `filter[email]` (what the status counts count).
+    fn matches(&self, membership: &MembershipRecord) -> bool {
+        matches_search(membership, self.needle, self.emails)
+    }
+
+    /// Whether `membership` matches `filter[status]` too (what the page lists).
+    fn lists(&self, membership: &MembershipRecord) -> bool {
+        self.status.is_none_or(|status| membership.status == status)
+    }
+}
+
+/// One page of a membership list with what its meta needs.
+#[derive(Debug)]
+struct Listed {
+    page: Vec<MembershipRecord>,
+    /// Memberships matching every filter (`meta.pagination`).
+    total: usize,
+    /// Memberships matching `q` and `filter[email]`, per status (`meta.status-counts`).
+    counts: StatusCounts,
+}
+
+/// No `q`, no `filter[email]`: the maintained counts and a window of the ordered keys, so the
+/// cost is the page's, whatever the organization's size. (Two reads, not one snapshot: under
+/// concurrent invitations the counts and the page may be a write apart.)
+async fn list_page(
+    state: &State,
+    organization: &str,
+    status: Option<MembershipStatus>,
+    page: jsonapi::Page,
+) -> Result<Listed, Error> {
+    let counts = load_counts(state.storage(), organization).await?;
+    let total = status.map_or(counts.total(), |status| counts.of(status));
+    let window = page.range(total);
+    let records = load_page(
+        state.storage(),
+        organization,
+        status,
+        window.start,
+        window.len(),
+    )
+    .await?;
+    Ok(Listed {
+        page: records,
+        total,
+        counts,
+    })
+}
+
+/// `filter[email]`: each listed address is looked up (user by email, then the user's
+/// membership here), so the cost follows the list, not the organization.
+async fn list_by_emails(
+    state: &State,
+    organization: &str,
+    search: &Search<'_>,
+    emails: &[String],
+    page: jsonapi::Page,
+) -> Result<Listed, Error> {
+    let mut found: Vec<MembershipRecord> = Vec::new();
+    for email in emails {
+        let Some(user) = load_user_by_email(state.storage(), email).await? else {
+            continue;
+        };
+        if let Some(membership) =
+            load_user_membership(state.storage(), &user.record.id, organization).await?
+            && search.matches(&membership.record)
+            && !found.iter().any(|m| m.id == membership.record.id)
+        {
+            found.push(membership.record);
+        }
+    }
+    found.sort_by_key(|membership| membership.seq);
+    let counts = found.iter().fold(StatusCounts::default(), |counts, m| {
+        counts.plus(m.status, 1)
+    });
+    found.retain(|membership| search.lists(membership));
+    let total = found.len();
+    let window = page.range(total);
+    found.truncate(window.end);
+    found.drain(..window.start);
+    Ok(Listed {
+        page: found,
+        total,
+        counts,
+    })
+}
+
+/// `q` alone: a substring can only be found by looking at every membership; they are read a
+/// chunk at a time and only the page is kept.
+async fn list_by_search(
+    state: &State,
+    organization: &str,
+    search: &Search<'_>,
+    page: jsonapi::Page,
+) -> Result<Listed, Error> {
+    // The page's window in the filtered list is known up front: [start, end) of the matches.
+    let size = usize::try_from(page.size).unwrap_or(usize::MAX);
+    let start = usize::try_from(page.number - 1)
+        .ok()
+        .and_then(|n| n.checked_mul(size))
+        .unwrap_or(usize::MAX);
+    let end = start.saturating_add(size);
+    let mut counts = StatusCounts::default();
+    let mut total = 0;
+    let mut records = Vec::new();
+    visit_memberships(state.storage(), organization, |membership| {
+        if !search.matches(&membership) {
+            return;
+        }
+        counts = counts.plus(membership.status, 1);
+        if search.lists(&membership) {
+            if (start..end).contains(&total) {
+                records.push(membership);
+            }
+            total += 1;
+        }
+    })
+    .await?;
+    Ok(Listed {
+        page: records,
+        total,
+        counts,
+    })
 }
 
 /// `GET /api/v2/organization-memberships`: the caller's own memberships, invited and active
@@ -439,7 +574,7 @@ pub(crate) async fn delete_membership(
                     .owners_team_id
             }
         };
-        let team_ids = load_user_team_ids(state.storage(), &record.user_id, organization).await?;
+        let team_ids = &record.team_ids;
         let is_owner =
             team_ids.contains(&owners_team_id) && record.status == MembershipStatus::Active;
         if own && is_owner {
@@ -454,10 +589,7 @@ pub(crate) async fn delete_membership(
                     .is_some_and(OrgAccess::can_manage_membership),
             )?;
         }
-        let mut txn = Txn::new().when(Compare::ModRevision(
-            membership_key(organization, &id),
-            revision,
-        ));
+        let mut txn = Txn::new().when(Compare::ModRevision(membership_key_of(record), revision));
         if team_ids.contains(&owners_team_id) {
             let owners = load_team_member_ids(state.storage(), &owners_team_id).await?;
             if owners.len() <= 1 {
@@ -470,33 +602,22 @@ pub(crate) async fn delete_membership(
                 txn = txn.when(Compare::Exists(team_member_key(&owners_team_id, other)));
             }
         }
-        txn = txn
-            .then(Op::Delete {
-                key: membership_key(organization, &id),
-            })
-            .then(Op::Delete {
-                key: membership_id_key(&id),
-            })
-            .then(Op::Delete {
-                key: user_membership_key(&record.user_id, organization),
-            })
-            .then(Op::DeleteRange(KeyRange::prefix(user_teams_prefix(
-                &record.user_id,
-                organization,
-            ))));
-        for team_id in &team_ids {
-            txn = txn.then(Op::Delete {
-                key: team_member_key(team_id, &record.user_id),
-            });
+        txn.success.extend(remove_ops(record));
+        let (compare, op) = count_change(
+            state.storage(),
+            organization,
+            StatusCounts::default().plus(record.status, -1),
+        )
+        .await?;
+        txn = txn.when(compare).then(op);
+        for team_id in team_ids {
+            txn = txn.then(remove_member_op(team_id, &record.user_id));
         }
         if let Some(user) = load_user(state.storage(), &record.user_id).await?
             && user.record.username.is_none()
-            && list_suffixes(
-                state.storage(),
-                &crate::store::memberships::user_memberships_prefix(&record.user_id),
-            )
-            .await?
-            .len()
+            && list_suffixes(state.storage(), &user_memberships_prefix(&record.user_id))
+                .await?
+                .len()
                 == 1
         {
             // The user existed only for this invitation.
@@ -539,6 +660,8 @@ mod tests {
             email: email.to_owned(),
             username: username.map(str::to_owned),
             created_at_ms: 0,
+            seq: 1,
+            team_ids: Vec::new(),
             invitation_hash: None,
         }
     }

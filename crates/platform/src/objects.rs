@@ -3,9 +3,9 @@
 //!
 //! Where it sits: unauthenticated routes in `routes.rs` (engineer P2's upload and download
 //! group: no bearer, no JSON:API content type, no body limit but the upload limit); the
-//! signature is checked with `signed_url.rs`, the body streamed into `blobs.rs` and, chunk by
-//! chunk at the same time, into the `archive.rs` check on a blocking thread (a bounded queue
-//! of [`CHECK_QUEUE`] chunks, so checking overlaps storing and memory stays bounded); the
+//! signature is checked with `signed_url.rs`, the body streamed into `blobs.rs`, whose blocks
+//! also go, at the same time, to the `archive.rs` check on a blocking thread (a bounded queue
+//! of [`CHECK_QUEUE`] blocks, so checking overlaps storing and memory stays bounded); the
 //! outcome is written to `store/configuration_versions.rs` (with an auto-queued run through
 //! `runs.rs`) in one transaction.
 //!
@@ -18,19 +18,22 @@
 //! - The first accepted PUT decides: `pending` → `uploaded` (200) or `errored` with `error`
 //!   and `error-message` (422 naming the reason). A later PUT of the same bytes gets the same
 //!   answer; of other bytes, 409. An upload over the limit is 422 and changes nothing.
-//! - The transition to `uploaded` is synchronous: when the PUT answers, the status is final
-//!   (clients that create a run right after their upload never see `pending`).
+//! - The upload path hashes nothing: "the same bytes" is decided when a repeat happens, by
+//!   comparing with the accepted archive's blob, or with the SHA-256 kept for an errored
+//!   archive (computed from its blob before the blob is discarded).
+//! - The transition to `uploaded` is synchronous and durable: the PUT answers after the blob
+//!   is synced (`blobs.rs`) and the version's record committed (clients that create a run
+//!   right after their upload never see `pending`).
 
 use axum::body::Body as HttpBody;
 use axum::extract::{Path, State as AxumState};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, StatusCode, header};
 use storage::{Compare, Txn};
 
 use crate::archive::{self, ArchiveError};
-use crate::blobs::BlobError;
+use crate::blobs::{BlobError, Block};
 use crate::configuration_versions::{download_object, upload_object};
 use crate::signed_url::{self, Access};
 use crate::store::configuration_versions::{
@@ -84,20 +87,15 @@ pub(crate) async fn upload_configuration_archive(
 
     let started_at = ids::now_ms();
     let blob_key = format!("{}/{}.tar.gz", blob_prefix(&id), ids::new_id("upload"));
-    // The archive check reads the same chunks on a blocking thread while they are written,
+    // The archive check reads the same blocks on a blocking thread while they are written,
     // so checking overlaps storing instead of following it.
-    let (chunks, check) = start_check();
-    let teed = (&mut stream).then(move |chunk| {
-        let chunks = chunks.clone();
-        async move {
-            if let Ok(bytes) = &chunk {
-                // The check may have stopped early (a refused archive); keep storing.
-                let _ = chunks.send(bytes.clone()).await;
-            }
-            chunk
-        }
-    });
-    let stored = state.blobs().put_stream(&blob_key, teed).await;
+    let (blocks, check) = start_check();
+    let stored = state
+        .blobs()
+        .put_stream(&blob_key, &mut stream, Some(&blocks))
+        .await;
+    // The end of the input for the check (it may still be reading the last blocks).
+    drop(blocks);
     let verdict = check
         .await
         .map_err(|err| Error::Internal(format!("the archive check failed: {err}")));
@@ -119,7 +117,19 @@ pub(crate) async fn upload_configuration_archive(
             return Err(err);
         }
     };
-    let outcome = record_upload(&state, &id, started_at, &stored, &verdict).await;
+    // An errored archive's blob is discarded, so its digest is kept to recognize a repeat of
+    // it (an accepted archive is compared with its blob instead).
+    let digest = match &verdict {
+        Ok(_) => None,
+        Err(_) => match state.blobs().sha256(&stored.key).await {
+            Ok(digest) => Some(digest),
+            Err(err) => {
+                discard(&state, &blob_key).await;
+                return Err(Error::Internal(err.to_string()));
+            }
+        },
+    };
+    let outcome = record_upload(&state, &id, started_at, &stored, digest, &verdict).await;
     let keep_blob = matches!(outcome, Ok(Recorded::Accepted)) && verdict.is_ok();
     if !keep_blob {
         discard(&state, &blob_key).await;
@@ -150,21 +160,22 @@ async fn discard(state: &State, blob_key: &str) {
     }
 }
 
-/// How many body chunks may wait for the archive check.
-const CHECK_QUEUE: usize = 16;
+/// How many blocks ([`crate::blobs::BLOCK_SIZE`]) may wait for the archive check.
+const CHECK_QUEUE: usize = 8;
 
-/// Starts the archive check on a blocking thread: send it the body's chunks, drop the sender
+/// Starts the archive check on a blocking thread: send it the body's blocks, drop the sender
 /// at the end of the body, and await its verdict.
 fn start_check() -> (
-    tokio::sync::mpsc::Sender<Bytes>,
+    tokio::sync::mpsc::Sender<Block>,
     tokio::task::JoinHandle<Result<archive::Summary, ArchiveError>>,
 ) {
     let (sender, receiver) = tokio::sync::mpsc::channel(CHECK_QUEUE);
     let check = tokio::task::spawn_blocking(move || {
         archive::validate(
-            ChunkReader {
+            BlockReader {
                 receiver,
-                current: Bytes::new(),
+                current: None,
+                offset: 0,
             },
             archive::Limits::default(),
         )
@@ -172,24 +183,48 @@ fn start_check() -> (
     (sender, check)
 }
 
-/// A blocking reader over chunks sent from the async side; end of input when every sender
-/// is gone.
-struct ChunkReader {
-    receiver: tokio::sync::mpsc::Receiver<Bytes>,
-    current: Bytes,
+/// A blocking reader over blocks sent from the async side; end of input when every sender is
+/// gone. It lends each block out as its buffer ([`std::io::BufRead`]), so the check reads the
+/// body without copying it first, and drops a block as soon as it is read.
+struct BlockReader {
+    receiver: tokio::sync::mpsc::Receiver<Block>,
+    current: Option<Block>,
+    /// How much of `current` was consumed.
+    offset: usize,
 }
 
-impl std::io::Read for ChunkReader {
+impl std::io::Read for BlockReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.current.is_empty() {
-            match self.receiver.blocking_recv() {
-                Some(chunk) => self.current = chunk,
-                None => return Ok(0),
+        let available = std::io::BufRead::fill_buf(self)?;
+        let n = buf.len().min(available.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for BlockReader {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self
+            .current
+            .as_ref()
+            .is_none_or(|block| self.offset >= block.bytes().len())
+        {
+            self.offset = 0;
+            // Dropping the read block returns its buffer (when the writer is done with it too).
+            self.current = self.receiver.blocking_recv();
+            if self.current.is_none() {
+                break;
             }
         }
-        let n = buf.len().min(self.current.len());
-        buf[..n].copy_from_slice(&self.current.split_to(n));
-        Ok(n)
+        Ok(self
+            .current
+            .as_ref()
+            .map_or(&[], |block| &block.bytes()[self.offset..]))
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.offset += amount;
     }
 }
 
@@ -211,18 +246,20 @@ enum Recorded {
 }
 
 /// Moves version `id` out of `pending` with this upload's outcome, queueing a run when the
-/// version asks for one; or, when an upload was recorded first, compares digests.
+/// version asks for one; or, when an upload was recorded first, compares with it. `digest` is
+/// the SHA-256 of an errored upload.
 async fn record_upload(
     state: &State,
     id: &str,
     started_at: u64,
     stored: &crate::blobs::StoredBlob,
+    digest: Option<String>,
     verdict: &Result<archive::Summary, ArchiveError>,
 ) -> Result<Recorded, Error> {
     for _ in 0..MAX_ATTEMPTS {
         let cv = load_cv(state.storage(), id).await?.ok_or(Error::NotFound)?;
         if let Some(previous) = &cv.record.upload {
-            return repeat(&cv.record, previous, &stored.sha256);
+            return repeat(state, &cv.record, previous, stored, digest.as_deref()).await;
         }
         if cv.record.status == CvStatus::Archived {
             return Err(Error::Conflict(
@@ -239,7 +276,7 @@ async fn record_upload(
         next.status_timestamps
             .insert("finished-at".to_owned(), finished_at);
         next.upload = Some(UploadRecord {
-            sha256: stored.sha256.clone(),
+            sha256: digest.clone(),
             size: stored.size,
             blob_key: verdict.is_ok().then(|| stored.key.clone()),
         });
@@ -291,13 +328,28 @@ async fn record_upload(
 }
 
 /// The answer to a PUT after an upload was recorded: the same outcome for the same bytes,
-/// 409 for others.
-fn repeat(
+/// 409 for others. Same bytes: the same size and, for an accepted archive, the same content as
+/// its blob, for an errored one the same SHA-256 (`digest`, this upload's when it errored
+/// too; an accepted upload cannot match an errored one, the check being deterministic).
+async fn repeat(
+    state: &State,
     cv: &ConfigurationVersionRecord,
     previous: &UploadRecord,
-    sha256: &str,
+    stored: &crate::blobs::StoredBlob,
+    digest: Option<&str>,
 ) -> Result<Recorded, Error> {
-    if previous.sha256 != sha256 {
+    let read_failed = |err: crate::blobs::BlobError| Error::Internal(err.to_string());
+    let same = previous.size == stored.size
+        && match (&previous.blob_key, &previous.sha256, digest) {
+            (Some(previous_key), _, _) => state
+                .blobs()
+                .same_content(previous_key, &stored.key)
+                .await
+                .map_err(read_failed)?,
+            (None, Some(previous_digest), Some(digest)) => previous_digest == digest,
+            (None, _, _) => false,
+        };
+    if !same {
         return Err(Error::Conflict(
             "a different archive was already uploaded to this configuration version; create a new one"
                 .to_owned(),

@@ -23,15 +23,15 @@ use crate::auth::{Caller, OrgAccess, Subject};
 use crate::render::{JsonApi, no_content, paged};
 use crate::request::{Body, Query};
 use crate::store::memberships::{
-    MembershipRecord, MembershipStatus, OrganizationRef, membership_id_key, membership_key,
-    user_membership_key,
+    MembershipRecord, MembershipStatus, StatusCounts, create_ops as create_membership_ops,
+    initial_counts_op, next_seq,
 };
 use crate::store::organizations::{
     OrganizationRecord, delete_organization_ops, load_organization, load_organizations,
     organization_key,
 };
 use crate::store::teams::{
-    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_ops, org_team_key, team_key,
+    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_op, org_team_key, team_key,
     team_name_key,
 };
 use crate::store::{self, IdRef, MAX_ATTEMPTS, RECORD_VERSION, commit, put};
@@ -245,6 +245,8 @@ pub(crate) async fn create_organization(
         email: user.email.clone(),
         username: user.username.clone(),
         created_at_ms: organization.created_at_ms,
+        seq: next_seq(),
+        team_ids: vec![owners.id.clone()],
         invitation_hash: None,
     };
     let mut txn = Txn::new()
@@ -259,19 +261,14 @@ pub(crate) async fn create_organization(
             team_name_key(&name, &owners.name),
             &IdRef::new(&owners.id),
         )?)
-        .then(put(membership_key(&name, &membership.id), &membership)?)
-        .then(put(
-            membership_id_key(&membership.id),
-            &OrganizationRef {
-                version: RECORD_VERSION,
-                organization: name.clone(),
-            },
-        )?)
-        .then(put(
-            user_membership_key(&user.id, &name),
-            &IdRef::new(&membership.id),
+        .then(initial_counts_op(
+            &name,
+            StatusCounts::one(MembershipStatus::Active),
         )?);
-    txn.success.extend(add_member_ops(&owners, &user.id)?);
+    let (compares, ops) = create_membership_ops(&membership)?;
+    txn.compares.extend(compares);
+    txn.success.extend(ops);
+    txn.success.push(add_member_op(&owners, &user.id)?);
     if !commit(state.storage(), txn).await? {
         return Err(Error::invalid_attribute(
             "name",

@@ -25,15 +25,18 @@ use storage::{Compare, Op, Txn};
 use crate::auth::{Caller, OrgAccess};
 use crate::render::{JsonApi, no_content, page_document};
 use crate::request::{Body, Query};
-use crate::store::memberships::{load_membership, load_user_membership, user_membership_key};
+use crate::store::memberships::{
+    MembershipRecord, load_membership, load_user_membership, load_user_membership_id,
+    membership_key_of, update_ops,
+};
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
-    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_ops, delete_team_ops, load_team,
-    load_team_member_ids, load_teams, org_team_key, remove_member_ops, team_key, team_member_key,
+    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_op, delete_team_ops, load_team,
+    load_team_member_ids, load_teams, org_team_key, remove_member_op, team_key, team_member_key,
     team_name_key,
 };
 use crate::store::users::load_user_by_username;
-use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, load, put};
+use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, put};
 use crate::{Error, State, ids, users};
 
 const VISIBILITIES: &[&str] = &["secret", "organization"];
@@ -61,13 +64,10 @@ impl TeamView {
         let user_ids = load_team_member_ids(state.storage(), &team.id).await?;
         let mut membership_ids = Vec::with_capacity(user_ids.len());
         for user_id in &user_ids {
-            if let Some(index) = load::<IdRef>(
-                state.storage(),
-                &user_membership_key(user_id, &team.organization),
-            )
-            .await?
+            if let Some(id) =
+                load_user_membership_id(state.storage(), user_id, &team.organization).await?
             {
-                membership_ids.push(index.record.id);
+                membership_ids.push(id);
             }
         }
         Ok(TeamView {
@@ -178,15 +178,9 @@ async fn include_related(
         {
             for membership_id in &view.membership_ids {
                 if let Some(membership) = load_membership(state.storage(), membership_id).await? {
-                    let teams = crate::store::teams::load_user_team_ids(
-                        state.storage(),
-                        &membership.record.user_id,
-                        &membership.record.organization,
-                    )
-                    .await?;
                     document.include(crate::memberships::membership_resource(
                         &membership.record,
-                        &teams,
+                        &membership.record.team_ids,
                     ));
                 }
             }
@@ -444,31 +438,50 @@ pub(crate) async fn delete_team(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, Error> {
-    let (team, access) = load_visible_team(&state, &caller, &id).await?;
-    OrgAccess::check(access.can_manage_teams())?;
-    if team.record.id == access.organization.owners_team_id {
-        return Err(Error::Invalid {
-            pointer: None,
-            detail: "the owners team cannot be deleted".to_owned(),
-        });
+    for _ in 0..MAX_ATTEMPTS {
+        let (team, access) = load_visible_team(&state, &caller, &id).await?;
+        OrgAccess::check(access.can_manage_teams())?;
+        if team.record.id == access.organization.owners_team_id {
+            return Err(Error::Invalid {
+                pointer: None,
+                detail: "the owners team cannot be deleted".to_owned(),
+            });
+        }
+        let organization = &team.record.organization;
+        // Member changes rewrite the team record (see `change_members`), so comparing its
+        // revision makes the member list read here the one the deletion applies to.
+        let mut txn = Txn::new().when(Compare::ModRevision(team_key(&id), team.revision));
+        txn.success = delete_team_ops(state.storage(), &id, organization).await?;
+        // The team leaves its members' memberships in the same transaction (store invariant).
+        for user_id in load_team_member_ids(state.storage(), &id).await? {
+            if let Some(stored) =
+                load_user_membership(state.storage(), &user_id, organization).await?
+            {
+                let mut after = stored.record.clone();
+                after.leave_team(&id);
+                txn = txn.when(Compare::ModRevision(
+                    membership_key_of(&after),
+                    stored.revision,
+                ));
+                txn.success.extend(update_ops(&stored.record, &after)?);
+            }
+        }
+        if commit(state.storage(), txn).await? {
+            return Ok(no_content());
+        }
     }
-    let mut txn = Txn::new().when(Compare::ModRevision(team_key(&id), team.revision));
-    txn.success = delete_team_ops(state.storage(), &id, &team.record.organization).await?;
-    if !commit(state.storage(), txn).await? {
-        return Err(Error::Contention);
-    }
-    Ok(no_content())
+    Err(Error::Contention)
 }
 
-/// Resolves relationship identifiers to user ids with a membership in `organization`: by
+/// Resolves relationship identifiers to memberships of `organization` (each once): by
 /// username (`type: users`) or by membership id (`type: organization-memberships`).
 async fn resolve_members(
     state: &State,
     organization: &str,
     identifiers: &[Identifier],
     kind: &str,
-) -> Result<Vec<String>, Error> {
-    let mut user_ids = Vec::new();
+) -> Result<Vec<Stored<MembershipRecord>>, Error> {
+    let mut memberships: Vec<Stored<MembershipRecord>> = Vec::new();
     for (index, identifier) in identifiers.iter().enumerate() {
         let pointer = format!("/data/{index}");
         if identifier.kind != kind {
@@ -477,25 +490,19 @@ async fn resolve_members(
                 format!("type must be {kind}"),
             ));
         }
-        let user_id = if kind == "users" {
-            let user = load_user_by_username(state.storage(), &identifier.id).await?;
-            match user {
-                Some(user)
-                    if load_user_membership(state.storage(), &user.record.id, organization)
-                        .await?
-                        .is_some() =>
-                {
-                    Some(user.record.id)
+        let membership = if kind == "users" {
+            match load_user_by_username(state.storage(), &identifier.id).await? {
+                Some(user) => {
+                    load_user_membership(state.storage(), &user.record.id, organization).await?
                 }
-                _ => None,
+                None => None,
             }
         } else {
             load_membership(state.storage(), &identifier.id)
                 .await?
                 .filter(|m| m.record.organization == organization)
-                .map(|m| m.record.user_id)
         };
-        let Some(user_id) = user_id else {
+        let Some(membership) = membership else {
             return Err(Error::invalid(
                 format!("{pointer}/id"),
                 format!(
@@ -504,14 +511,18 @@ async fn resolve_members(
                 ),
             ));
         };
-        if !user_ids.contains(&user_id) {
-            user_ids.push(user_id);
+        if !memberships
+            .iter()
+            .any(|m| m.record.id == membership.record.id)
+        {
+            memberships.push(membership);
         }
     }
-    Ok(user_ids)
+    Ok(memberships)
 }
 
-/// Adds or removes team members; 204.
+/// Adds or removes team members; 204. Each changed membership's `team_ids` and the team's
+/// member index change in one transaction, guarded by the membership's revision.
 async fn change_members(
     state: &State,
     caller: &Caller,
@@ -524,19 +535,50 @@ async fn change_members(
     for _ in 0..MAX_ATTEMPTS {
         let (team, access) = load_visible_team(state, caller, id).await?;
         OrgAccess::check(access.can_manage_membership())?;
+        let team_revision = team.revision;
         let team = team.record;
-        let user_ids = resolve_members(state, &team.organization, &identifiers, kind).await?;
-        let mut txn = Txn::new().when(Compare::ModRevision(
-            organization_key(&team.organization),
-            access.revision,
-        ));
+        let memberships = resolve_members(state, &team.organization, &identifiers, kind).await?;
+        // The team record is put back unchanged: its new revision makes a concurrent deletion
+        // of the team (which compares it) re-read the members, and a deletion that came first
+        // fails this compare.
+        let mut txn = Txn::new()
+            .when(Compare::ModRevision(
+                organization_key(&team.organization),
+                access.revision,
+            ))
+            .when(Compare::ModRevision(team_key(&team.id), team_revision))
+            .then(put(team_key(&team.id), &team)?);
+        let change = |txn: Txn, stored: &Stored<MembershipRecord>| -> Result<Txn, Error> {
+            let mut after = stored.record.clone();
+            let op = if add {
+                after.join_team(&team.id);
+                add_member_op(&team, &after.user_id)?
+            } else {
+                after.leave_team(&team.id);
+                remove_member_op(&team.id, &after.user_id)
+            };
+            let mut txn = txn
+                .when(Compare::ModRevision(
+                    membership_key_of(&after),
+                    stored.revision,
+                ))
+                .then(op);
+            txn.success.extend(update_ops(&stored.record, &after)?);
+            Ok(txn)
+        };
         if add {
-            for user_id in &user_ids {
-                txn.success.extend(add_member_ops(&team, user_id)?);
+            for stored in memberships
+                .iter()
+                .filter(|m| !m.record.team_ids.contains(&team.id))
+            {
+                txn = change(txn, stored)?;
             }
         } else {
             let members = load_team_member_ids(state.storage(), &team.id).await?;
-            let present: Vec<&String> = user_ids.iter().filter(|u| members.contains(u)).collect();
+            let present: Vec<&Stored<MembershipRecord>> = memberships
+                .iter()
+                .filter(|m| members.contains(&m.record.user_id))
+                .collect();
             if team.id == access.organization.owners_team_id
                 && !members.is_empty()
                 && present.len() == members.len()
@@ -546,12 +588,14 @@ async fn change_members(
                     "the owners team must keep at least one member",
                 ));
             }
-            for user_id in present {
+            for stored in present {
                 // A concurrent removal must not empty the owners team: each removal requires
                 // the member to be there still (and the retry re-counts).
-                txn = txn.when(Compare::Exists(team_member_key(&team.id, user_id)));
-                txn.success
-                    .extend(remove_member_ops(&team.id, &team.organization, user_id));
+                txn = txn.when(Compare::Exists(team_member_key(
+                    &team.id,
+                    &stored.record.user_id,
+                )));
+                txn = change(txn, stored)?;
             }
         }
         if commit(state.storage(), txn).await? {

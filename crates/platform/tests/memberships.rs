@@ -538,6 +538,133 @@ async fn list_memberships_filters_by_status() {
 }
 
 #[tokio::test]
+async fn list_memberships_pages_each_status_in_creation_order_with_counts_kept() {
+    let (platform, devs) = seeded().await;
+    for name in ["erin", "frank", "grace"] {
+        platform
+            .invite("acme", &format!("{name}@example.com"), &[&devs], ROOT)
+            .await
+            .expect(201);
+    }
+    let pages = |status: &'static str, size: usize| {
+        let platform = &platform;
+        async move {
+            let mut all = Vec::new();
+            for number in 1..=4 {
+                let page = platform
+                    .get(
+                        &format!(
+                            "{LIST}?filter%5Bstatus%5D={status}&page%5Bsize%5D={size}&page%5Bnumber%5D={number}"
+                        ),
+                        ROOT,
+                    )
+                    .await
+                    .expect(200);
+                all.extend(emails(&page));
+            }
+            all
+        }
+    };
+    assert_eq!(
+        pages("invited", 2).await,
+        [
+            "carol@example.com",
+            "dave@corp.example",
+            "erin@example.com",
+            "frank@example.com",
+            "grace@example.com"
+        ]
+    );
+    assert_eq!(
+        pages("active", 2).await,
+        [
+            "admin@cairn.localhost",
+            "alice@example.com",
+            "bob@example.com"
+        ]
+    );
+    // Removing an invitation and accepting another move the counts and the status lists.
+    let frank = platform
+        .get(&format!("{LIST}?q=frank"), ROOT)
+        .await
+        .expect(200);
+    let frank_id = frank.body["data"][0]["id"].as_str().unwrap().to_owned();
+    platform
+        .delete(
+            &format!("/api/v2/organization-memberships/{frank_id}"),
+            ROOT,
+        )
+        .await
+        .expect(204);
+    let erin = platform.member("acme", "erin2", &[&devs]).await;
+    let answer = platform.get(LIST, ROOT).await.expect(200);
+    assert_eq!(
+        answer.body["meta"]["status-counts"],
+        json!({"total": 8, "active": 4, "invited": 4})
+    );
+    assert_eq!(answer.body["meta"]["pagination"]["total-count"], 8);
+    let active = pages("active", 3).await;
+    assert_eq!(active.len(), 4);
+    assert_eq!(active.last().map(String::as_str), Some("erin2@example.com"));
+    let own = platform
+        .get(
+            &format!("/api/v2/organization-memberships/{}", erin.membership_id),
+            ROOT,
+        )
+        .await
+        .expect(200);
+    assert_eq!(own.body["data"]["attributes"]["status"], "active");
+}
+
+#[tokio::test]
+async fn team_changes_show_in_the_membership_list() {
+    let (platform, devs) = seeded().await;
+    let ops = platform.create_team("acme", "ops", json!({})).await;
+    let teams_of = |answer: &support::Answer| -> Vec<String> {
+        answer.body["data"][0]["relationships"]["teams"]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|team| team["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let bob_list = format!("{LIST}?q=bob");
+    let users = json!({"data": [{"type": "users", "id": "bob"}]});
+    platform
+        .post(
+            &format!("/api/v2/teams/{ops}/relationships/users"),
+            ROOT,
+            users.clone(),
+        )
+        .await
+        .expect(204);
+    let mut both = vec![devs.clone(), ops.clone()];
+    both.sort();
+    assert_eq!(
+        teams_of(&platform.get(&bob_list, ROOT).await.expect(200)),
+        both
+    );
+    platform
+        .delete(&format!("/api/v2/teams/{devs}"), ROOT)
+        .await
+        .expect(204);
+    assert_eq!(
+        teams_of(&platform.get(&bob_list, ROOT).await.expect(200)),
+        [ops.as_str()]
+    );
+    platform
+        .call(
+            Method::DELETE,
+            &format!("/api/v2/teams/{ops}/relationships/users"),
+            Some(ROOT),
+            Some(users),
+        )
+        .await
+        .expect(204);
+    assert!(teams_of(&platform.get(&bob_list, ROOT).await.expect(200)).is_empty());
+}
+
+#[tokio::test]
 async fn list_memberships_filters_by_email_list() {
     let (platform, _) = seeded().await;
     let answer = platform

@@ -74,7 +74,10 @@ pub(crate) struct ConfigurationVersionRecord {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct UploadRecord {
-    pub(crate) sha256: String,
+    /// The SHA-256 of an errored archive, whose blob is discarded, so a repeated PUT of it can
+    /// be recognized; `None` for an accepted archive, which a repeat is compared with instead.
+    #[serde(default)]
+    pub(crate) sha256: Option<String>,
     pub(crate) size: u64,
     /// The blob holding the archive; `None` once discarded (errored or archived).
     pub(crate) blob_key: Option<String>,

@@ -13,11 +13,15 @@
 //! platform/teams/<team-id>                            TeamRecord
 //! platform/org-teams/<org>/<team-id>                  IdRef (the organization's teams)
 //! platform/org-team-names/<org>/<name lowercased>     IdRef → team (names are unique)
-//! platform/team-members/<team-id>/<user-id>           TeamMemberRecord
-//! platform/user-teams/<user-id>/<org>/<team-id>       IdRef (a user's teams, by organization)
-//! platform/memberships/<org>/<ou-id>                  MembershipRecord
-//! platform/membership-ids/<ou-id>                     OrganizationRef → organization
-//! platform/user-memberships/<user-id>/<org>           IdRef → membership (one per pair)
+//! platform/team-members/<team-id>/<user-id>           TeamMemberRecord (the reverse of a
+//!                                                     membership's `team_ids`)
+//! platform/memberships/<org>/<seq>                    MembershipRecord (seq: 16 hex digits,
+//!                                                     creation order = the list's order;
+//!                                                     holds the user's teams there)
+//! platform/membership-statuses/<org>/<status>/<seq>   MembershipRef (the list per status)
+//! platform/membership-counts/<org>/<shard>            status counts, one partial sum per shard
+//! platform/membership-ids/<ou-id>                     MembershipRef → organization and seq
+//! platform/user-memberships/<user-id>/<org>           MembershipRef (one per pair)
 //! platform/tokens/<sha256 of secret>                  TokenRecord
 //! platform/token-ids/<at-id>                          HashRef → token
 //! platform/user-tokens/<user-id>/<at-id>              HashRef
@@ -28,7 +32,7 @@
 //! Invariants:
 //! - Every key starts with [`PREFIX`]; every record is JSON with a `version` field
 //!   ([`RECORD_VERSION`]), so a later release can upgrade it in place.
-//! - Index records (`IdRef`, `HashRef`, `OrganizationRef`) are written and deleted in the same
+//! - Index records (`IdRef`, `HashRef`, `MembershipRef`) are written and deleted in the same
 //!   transaction as the record they point at; a write that depends on what it read compares
 //!   the mod revision of what it read (compare-and-swap), and creations compare `Missing` on
 //!   every uniqueness index (usernames, emails, team names, one membership per user and
@@ -36,6 +40,9 @@
 //! - Organization names, usernames and team names are validated to `[A-Za-z0-9_.-]` before
 //!   they reach a key, so a `/` never splits a key; emails are keys only in `user-emails/`,
 //!   the last segment.
+//! - A list that may be long is laid out in its key order and read a window at a time
+//!   ([`scan_window`]); what it counts is maintained beside it in the writing transaction
+//!   (`membership-counts/`), so serving a page never reads the whole list.
 
 pub(crate) mod memberships;
 pub(crate) mod organizations;
@@ -49,7 +56,7 @@ pub(crate) mod workspaces;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use storage::{KeyRange, Op, Revision, Storage, Txn};
+use storage::{KeyRange, KeyValue, Op, Revision, Storage, Txn};
 
 use crate::Error;
 
@@ -160,6 +167,54 @@ pub(crate) async fn list_suffixes(
         .collect())
 }
 
+/// How many keys one scan of a long list reads at most.
+pub(crate) const SCAN_CHUNK: usize = 512;
+
+/// The smallest key after `key`.
+pub(crate) fn key_after(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+/// The keys under `prefix` from the `offset`-th (0-based, in key order) on, at most `limit` of
+/// them; the keys before are skipped [`SCAN_CHUNK`] at a time, so memory stays bounded by the
+/// window and the cost of the skip is a key walk, not a decode.
+pub(crate) async fn scan_window(
+    storage: &dyn Storage,
+    prefix: &str,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<KeyValue>, Error> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut range = KeyRange::prefix(prefix);
+    let mut to_skip = offset;
+    let mut window = Vec::new();
+    loop {
+        let wanted = to_skip + (limit - window.len());
+        let scan = storage
+            .scan(range.clone(), Some(wanted.min(SCAN_CHUNK.max(limit))))
+            .await?;
+        let next_start = scan.kvs.last().map(|last| key_after(&last.key));
+        let mut kvs = scan.kvs;
+        if to_skip >= kvs.len() {
+            to_skip -= kvs.len();
+        } else {
+            kvs.drain(..to_skip);
+            to_skip = 0;
+            window.extend(kvs);
+            window.truncate(limit);
+        }
+        match next_start {
+            Some(start) if scan.more && window.len() < limit => range.start = start,
+            _ => return Ok(window),
+        }
+    }
+}
+
 /// Commits `txn`; `true` when its compares held.
 pub(crate) async fn commit(storage: &dyn Storage, txn: Txn) -> Result<bool, Error> {
     Ok(storage.txn(txn).await?.succeeded)
@@ -175,4 +230,72 @@ pub(crate) struct BootstrapRecord {
 
 pub(crate) fn bootstrap_key() -> Vec<u8> {
     format!("{PREFIX}bootstrap").into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::{MemStorage, StorageExt};
+
+    use super::*;
+
+    /// A store holding `n` keys `list/<5 digits>` (values irrelevant) and one key on each side.
+    async fn list_of(n: usize) -> MemStorage {
+        let storage = MemStorage::new();
+        let mut txn = Txn::new()
+            .then(Op::Put {
+                key: b"lisa".to_vec(),
+                value: Vec::new(),
+            })
+            .then(Op::Put {
+                key: b"list0".to_vec(),
+                value: Vec::new(),
+            });
+        for index in 0..n {
+            txn = txn.then(Op::Put {
+                key: format!("list/{index:05}").into_bytes(),
+                value: Vec::new(),
+            });
+        }
+        storage.txn(txn).await.unwrap();
+        storage
+    }
+
+    #[track_caller]
+    fn check_window(kvs: &[KeyValue], expected: std::ops::Range<usize>) {
+        let keys: Vec<String> = kvs
+            .iter()
+            .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+            .collect();
+        let wanted: Vec<String> = expected.map(|index| format!("list/{index:05}")).collect();
+        assert_eq!(keys, wanted);
+    }
+
+    #[tokio::test]
+    async fn scan_window_reads_any_window_across_chunk_boundaries() {
+        let n = 2 * SCAN_CHUNK + 37;
+        let storage = list_of(n).await;
+        for (offset, limit) in [
+            (0, 20),
+            (SCAN_CHUNK - 10, 20),
+            (SCAN_CHUNK, 100),
+            (2 * SCAN_CHUNK + 30, 20),
+            (n - 1, 5),
+        ] {
+            let kvs = scan_window(&storage, "list/", offset, limit).await.unwrap();
+            check_window(&kvs, offset..(offset + limit).min(n));
+        }
+        assert!(
+            scan_window(&storage, "list/", n, 20)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            scan_window(&storage, "list/", 0, 0)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(storage.scan_prefix(b"list/").await.unwrap().kvs.len(), n);
+    }
 }

@@ -6,7 +6,7 @@
 //! every key of its teams, memberships and tokens ([`delete_organization_ops`]).
 
 use serde::{Deserialize, Serialize};
-use storage::{KeyRange, Op, Storage};
+use storage::{Op, Storage};
 
 use crate::Error;
 use crate::store::{PREFIX, Stored, load, load_all, teams, tokens, users};
@@ -85,16 +85,7 @@ pub(crate) async fn delete_organization_ops(
     }
     for membership in super::memberships::load_memberships(storage, name).await? {
         let membership = membership.record;
-        ops.push(Op::Delete {
-            key: super::memberships::membership_id_key(&membership.id),
-        });
-        ops.push(Op::Delete {
-            key: super::memberships::user_membership_key(&membership.user_id, name),
-        });
-        ops.push(Op::DeleteRange(KeyRange::prefix(teams::user_teams_prefix(
-            &membership.user_id,
-            name,
-        ))));
+        ops.extend(super::memberships::remove_ops(&membership));
         // A user created by an invitation nobody accepted exists only for it.
         if membership.username.is_none()
             && super::memberships::count_user_memberships(storage, &membership.user_id).await? == 1
@@ -107,9 +98,7 @@ pub(crate) async fn delete_organization_ops(
             });
         }
     }
-    ops.push(Op::DeleteRange(KeyRange::prefix(
-        super::memberships::org_memberships_prefix(name),
-    )));
+    ops.extend(super::memberships::remove_organization_ops(name));
     ops.extend(tokens::delete_organization_token_ops(storage, name).await?);
     // Engineer P2: workspaces with their configuration versions and runs (archives stay in
     // the blob store as orphans).

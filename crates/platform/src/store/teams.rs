@@ -1,15 +1,16 @@
 //! Stored teams and team membership (see `store/mod.rs` for the layout).
 //!
-//! Invariants: a team belongs to one organization for life; `team-members/<team>/<user>` and
-//! `user-teams/<user>/<org>/<team>` exist together or not at all; only users with a membership
-//! (invited or active) in the team's organization are team members, and removing the
-//! membership removes them from every team of that organization.
+//! Invariants: a team belongs to one organization for life; `team-members/<team>/<user>`
+//! exists exactly when the team is in the `team_ids` of the user's membership of that
+//! organization (`store/memberships.rs`), and both are written in the same transaction; only
+//! users with a membership (invited or active) in the team's organization are team members,
+//! and removing the membership removes them from every team of that organization.
 
 use serde::{Deserialize, Serialize};
 use storage::{KeyRange, Op, Storage};
 
 use crate::Error;
-use crate::store::{IdRef, PREFIX, RECORD_VERSION, Stored, load, tokens};
+use crate::store::{PREFIX, RECORD_VERSION, Stored, load, tokens};
 
 /// A team's organization-level permissions, as TFE names them (`organization-access`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,14 +142,6 @@ pub(crate) fn team_member_key(team_id: &str, user_id: &str) -> Vec<u8> {
     format!("{PREFIX}team-members/{team_id}/{user_id}").into_bytes()
 }
 
-pub(crate) fn user_teams_prefix(user_id: &str, organization: &str) -> String {
-    format!("{PREFIX}user-teams/{user_id}/{organization}/")
-}
-
-pub(crate) fn user_team_key(user_id: &str, organization: &str, team_id: &str) -> Vec<u8> {
-    format!("{PREFIX}user-teams/{user_id}/{organization}/{team_id}").into_bytes()
-}
-
 pub(crate) async fn load_team(
     storage: &dyn Storage,
     id: &str,
@@ -179,43 +172,26 @@ pub(crate) async fn load_team_member_ids(
     super::list_suffixes(storage, &team_members_prefix(team_id)).await
 }
 
-/// The ids of the teams `user_id` belongs to in `organization`.
-pub(crate) async fn load_user_team_ids(
-    storage: &dyn Storage,
-    user_id: &str,
-    organization: &str,
-) -> Result<Vec<String>, Error> {
-    super::list_suffixes(storage, &user_teams_prefix(user_id, organization)).await
+/// The put that makes `user_id` a member of `team` (the caller adds the team to the user's
+/// membership in the same transaction).
+pub(crate) fn add_member_op(team: &TeamRecord, user_id: &str) -> Result<Op, Error> {
+    super::put(
+        team_member_key(&team.id, user_id),
+        &TeamMemberRecord::new(user_id, &team.organization),
+    )
 }
 
-/// The puts that make `user_id` a member of `team`.
-pub(crate) fn add_member_ops(team: &TeamRecord, user_id: &str) -> Result<Vec<Op>, Error> {
-    Ok(vec![
-        super::put(
-            team_member_key(&team.id, user_id),
-            &TeamMemberRecord::new(user_id, &team.organization),
-        )?,
-        super::put(
-            user_team_key(user_id, &team.organization, &team.id),
-            &IdRef::new(&team.id),
-        )?,
-    ])
-}
-
-/// The deletes that remove `user_id` from team `team_id` of `organization`.
-pub(crate) fn remove_member_ops(team_id: &str, organization: &str, user_id: &str) -> Vec<Op> {
-    vec![
-        Op::Delete {
-            key: team_member_key(team_id, user_id),
-        },
-        Op::Delete {
-            key: user_team_key(user_id, organization, team_id),
-        },
-    ]
+/// The delete that removes `user_id` from team `team_id` (the caller removes the team from the
+/// user's membership in the same transaction).
+pub(crate) fn remove_member_op(team_id: &str, user_id: &str) -> Op {
+    Op::Delete {
+        key: team_member_key(team_id, user_id),
+    }
 }
 
 /// Every delete that removing a team needs: the record, its indexes, its members and its
-/// team token.
+/// team token (removing the team from its members' memberships is the caller's: see
+/// `teams.rs`; an organization's deletion removes the memberships themselves).
 pub(crate) async fn delete_team_ops(
     storage: &dyn Storage,
     team_id: &str,
@@ -233,11 +209,6 @@ pub(crate) async fn delete_team_ops(
     ops.push(Op::Delete {
         key: org_team_key(organization, team_id),
     });
-    for user_id in load_team_member_ids(storage, team_id).await? {
-        ops.push(Op::Delete {
-            key: user_team_key(&user_id, organization, team_id),
-        });
-    }
     ops.push(Op::DeleteRange(KeyRange::prefix(team_members_prefix(
         team_id,
     ))));
