@@ -13,7 +13,7 @@ HTTP) and the index headers on a KV 404.
 
 Timing: `session_ttl_min` is Consul's 10 s and `cairn dev` has no flag to lower it, so the TTL
 scenario waits ~11 s of real time (cairn promises invalidation no earlier than the TTL and
-within 1 s after it, DESIGN.md decision 4). Every other wait here is ~1 s or less.
+within 1 s after it, docs/design.md §D4). Every other wait here is ~1 s or less.
 
 All scenarios share one `cairn dev`; each works under its own random key prefix and destroys
 the sessions it created.
@@ -148,9 +148,9 @@ def test_session_unknown_ids(consul):
         consul.session.renew(ONES)
     with pytest.raises(py_consul.NotFound):
         consul.session.renew(str(uuid.uuid4()))
-    # A well-formed unknown id destroys fine (idempotent, spec rule 1) ...
+    # A well-formed unknown id destroys fine (idempotent, as in Consul: docs/design.md §U7) ...
     assert consul.session.destroy(str(uuid.uuid4())) is True
-    # ... and a malformed one is a 400 (spec rule 1, DESIGN.md decision 3).
+    # ... and a malformed one is a 400 (docs/design.md §D3).
     with pytest.raises(BadRequest):
         consul.session.destroy("not-a-uuid")
 

@@ -19,8 +19,8 @@
 //! | `etcd-put` | – | `POST /v3/kv/put`, 8-character random key, 256 B value |
 //! | `etcd-lock-hot` | one lease, TTL 30 | `POST /v3/kv/txn` (create_revision == 0 → put with the lease, else range) on a random one of `--hot-keys` keys `lock/NN`; if it succeeded `POST /v3/kv/deleterange`, else a contended attempt |
 //!
-//! The etcd ops mirror `shared/reference/etcd-anchor.md` (which drove etcd's gRPC API with
-//! etcd-client), except that they go through the HTTP/JSON gateway.
+//! The etcd ops mirror the etcd gRPC anchor recorded in docs/performance.md (which drove
+//! etcd's gRPC API with etcd-client), except that they go through the HTTP/JSON gateway.
 //!
 //! Invariants:
 //! - A response counts as a success only if its status and body are what the step expects
