@@ -2,9 +2,12 @@
 //!
 //! - Every Rust source file opens with a `//!` doc saying what it is.
 //! - No test is skipped or expected to panic (neither the ignore nor the should_panic attribute).
-//! - The dependency rules of ARCHITECTURE.md hold: service crates never depend on one another,
-//!   `storage` depends on no backend, secrets engines depend only on `secrets-sdk`, and only
-//!   `cairn` depends on every service.
+//! - The dependency rules of docs/design.md §L hold: service crates never depend on one
+//!   another, `storage` depends on no backend, secrets engines depend only on `secrets-sdk`,
+//!   only `cairn` depends on a service crate, base crates depend on no service, `stdx` on no
+//!   HTTP crate, and `testkit` is only ever a dev-dependency.
+//! - Nothing cites a file outside the repository (the design notes the code relies on are in
+//!   docs/design.md).
 
 use std::path::{Path, PathBuf};
 
@@ -72,21 +75,29 @@ fn no_test_is_ignored_or_expected_to_panic() {
     );
 }
 
+/// The service crates: only `cairn` may depend on them.
+const SERVICES: [&str; 4] = ["secrets", "registry", "scheduler", "platform"];
+
 /// The `[dependencies]` (not dev-dependencies) names of a crate's manifest.
 fn dependencies(krate: &str) -> Vec<String> {
-    let manifest = std::fs::read_to_string(
-        workspace_root()
-            .join("crates")
-            .join(krate)
-            .join("Cargo.toml"),
-    )
-    .unwrap();
+    section(krate, "[dependencies]")
+}
+
+/// The names listed in one section (`[dependencies]`, `[dev-dependencies]`) of a crate's
+/// manifest (`bench` is the workspace's `bench/`, every other name a directory of `crates/`).
+fn section(krate: &str, header: &str) -> Vec<String> {
+    let dir = if krate == "bench" {
+        workspace_root().join("bench")
+    } else {
+        workspace_root().join("crates").join(krate)
+    };
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     let mut in_deps = false;
     let mut names = Vec::new();
     for line in manifest.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
+            in_deps = line == header;
             continue;
         }
         if in_deps && let Some((name, _)) = line.split_once(['=', '.']) {
@@ -124,15 +135,106 @@ fn storage_depends_on_no_backend() {
     }
 }
 
+/// Every workspace member: the directories of `crates/`, and `bench`.
+fn workspace_crates() -> Vec<String> {
+    let mut crates: Vec<String> = std::fs::read_dir(workspace_root().join("crates"))
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.path().join("Cargo.toml").is_file())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    crates.push("bench".to_owned());
+    assert!(crates.len() > 10, "found only {crates:?}");
+    crates
+}
+
 #[test]
-fn only_cairn_depends_on_every_service() {
+fn only_cairn_depends_on_the_services() {
     let deps = dependencies("cairn");
-    for service in ["secrets", "registry", "scheduler", "platform"] {
+    for service in SERVICES {
         assert!(
             deps.iter().any(|d| d == service),
             "cairn does not wire {service}"
         );
     }
+    for krate in workspace_crates().iter().filter(|k| *k != "cairn") {
+        for header in ["[dependencies]", "[dev-dependencies]"] {
+            let deps = section(krate, header);
+            for service in SERVICES {
+                assert!(
+                    !deps.iter().any(|d| d == service) || krate == service,
+                    "{krate} lists the service crate {service} in {header}; only cairn may"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn base_crates_stay_below_the_services() {
+    let base = ["storage", "http-kit", "jsonapi", "stdx", "cluster", "testkit"];
+    for krate in base {
+        let deps = dependencies(krate);
+        for service in SERVICES {
+            assert!(
+                !deps.iter().any(|d| d == service),
+                "{krate} depends on {service}"
+            );
+        }
+    }
+    let stdx = dependencies("stdx");
+    for http in ["axum", "hyper", "http", "http-kit", "reqwest", "tower"] {
+        assert!(!stdx.iter().any(|d| d == http), "stdx depends on {http}");
+    }
+}
+
+#[test]
+fn testkit_is_only_a_dev_dependency() {
+    for krate in workspace_crates() {
+        assert!(
+            !dependencies(&krate).iter().any(|d| d == "testkit"),
+            "{krate} lists testkit in [dependencies]; it belongs in [dev-dependencies]"
+        );
+    }
+}
+
+#[test]
+fn nothing_cites_a_file_outside_the_repository() {
+    let root = workspace_root();
+    let mut files = all_sources();
+    for extra in ["README.md", "ARCHITECTURE.md", "docs/compat.md", "docs/performance.md"] {
+        files.push(root.join(extra));
+    }
+    for dir in ["conformance", "scripts"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            if entry.path().is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    // The notes outside the repository, as code used to cite them.
+    let needles = [
+        concat!("DESIGN", ".md"),
+        concat!("reference ", "§"),
+        concat!("shared/", "reference"),
+        concat!("shared/", "spec"),
+    ];
+    let offenders: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            let hits: Vec<&str> = needles
+                .iter()
+                .copied()
+                .filter(|needle| text.contains(needle))
+                .collect();
+            (!hits.is_empty()).then(|| format!("{}: {hits:?}", path.display()))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "cite docs/design.md (or a file in the repository) instead: {offenders:#?}"
+    );
 }
 
 #[test]
