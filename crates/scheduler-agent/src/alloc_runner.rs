@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use scheduler::structs::{
+use scheduler_structs::{
     ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED, ALLOC_CLIENT_PENDING, ALLOC_CLIENT_RUNNING,
     AllocClientUpdate, Allocation, Job, TASK_STATE_DEAD, TASK_STATE_PENDING, TASK_STATE_RUNNING,
     TaskEvent, TaskState,

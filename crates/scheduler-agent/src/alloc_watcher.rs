@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use scheduler::structs::Allocation;
+use scheduler_structs::Allocation;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -294,15 +294,15 @@ fn entry_of(alloc: &Allocation, commands: Option<mpsc::UnboundedSender<AllocComm
 }
 
 /// The final report of an allocation stopped before it was started here.
-fn never_ran(alloc: &Allocation) -> scheduler::structs::AllocClientUpdate {
-    use scheduler::structs::{ALLOC_CLIENT_COMPLETE, TASK_STATE_DEAD, TaskState};
+fn never_ran(alloc: &Allocation) -> scheduler_structs::AllocClientUpdate {
+    use scheduler_structs::{ALLOC_CLIENT_COMPLETE, TASK_STATE_DEAD, TaskState};
     let tasks: Vec<String> = alloc
         .job
         .as_deref()
         .and_then(|job| job.task_group(&alloc.task_group))
         .map(|group| group.tasks.iter().map(|task| task.name.clone()).collect())
         .unwrap_or_default();
-    scheduler::structs::AllocClientUpdate {
+    scheduler_structs::AllocClientUpdate {
         id: alloc.id.clone(),
         node_id: alloc.node_id.clone(),
         client_status: ALLOC_CLIENT_COMPLETE.to_owned(),

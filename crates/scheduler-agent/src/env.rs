@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use scheduler::structs::{Allocation, Job, Node, Task, TaskGroup};
+use scheduler_structs::{Allocation, Job, Node, Task, TaskGroup};
 
 /// Host variables never passed to tasks (upstream's `env.denylist` default), besides every
 /// `CAIRN_*` variable (the agent's own configuration, which may carry tokens).
@@ -317,7 +317,7 @@ fn replace(text: &str, maps: &[&BTreeMap<String, String>]) -> String {
 mod tests {
     use std::path::PathBuf;
 
-    use scheduler::structs::{AllocatedTaskResources, NetworkResource, Port};
+    use scheduler_structs::{AllocatedTaskResources, NetworkResource, Port};
 
     use super::*;
 

@@ -7,16 +7,17 @@
 
 use std::time::Duration;
 
-use scheduler::structs::{
+use scheduler_structs::{
     EVENT_DRIVER_FAILURE, EVENT_FAILED_VALIDATION, EVENT_KILLED, EVENT_KILLING, EVENT_LEADER_DEAD,
     EVENT_NOT_RESTARTING, EVENT_RECEIVED, EVENT_RESTART_SIGNAL, EVENT_RESTARTING,
     EVENT_SETUP_FAILURE, EVENT_SIBLING_FAILED, EVENT_SIGNALING, EVENT_STARTED, EVENT_TASK_SETUP,
     EVENT_TERMINATED, TaskEvent,
 };
+use stdx::duration::{format_go, format_go_std};
 
 use crate::driver::ExitResult;
 use crate::restarts::REASON_WITHIN_POLICY;
-use crate::time::{go_duration, go_duration_of, nanos_of, now_nanos};
+use crate::time::nanos_of;
 
 /// `structs.TaskBuildingTaskDir`, the message of the first `Task Setup` event.
 pub(crate) const BUILDING_TASK_DIR: &str = "Building Task Directory";
@@ -25,7 +26,7 @@ pub(crate) const BUILDING_TASK_DIR: &str = "Building Task Directory";
 pub(crate) fn new_event(kind: &str) -> TaskEvent {
     TaskEvent {
         event_type: kind.to_owned(),
-        time: now_nanos(),
+        time: stdx::time::unix_now_nanos(),
         ..TaskEvent::default()
     }
 }
@@ -104,7 +105,7 @@ pub(crate) fn not_restarting(reason: &str) -> TaskEvent {
 pub(crate) fn killing(timeout: Duration) -> TaskEvent {
     let mut event = new_event(EVENT_KILLING);
     event.kill_timeout = nanos_of(timeout);
-    detail(event, "kill_timeout", go_duration_of(timeout))
+    detail(event, "kill_timeout", format_go_std(timeout))
 }
 
 pub(crate) fn killed(kill_error: Option<&str>) -> TaskEvent {
@@ -162,7 +163,7 @@ pub(crate) fn display_message(event: &TaskEvent) -> String {
             } else if event.kill_timeout != 0 {
                 format!(
                     "Sent interrupt. Waiting {} before force killing",
-                    go_duration(event.kill_timeout)
+                    format_go(event.kill_timeout)
                 )
             } else {
                 "Sent interrupt".to_owned()
@@ -180,7 +181,7 @@ pub(crate) fn display_message(event: &TaskEvent) -> String {
             parts.join(", ")
         }
         EVENT_RESTARTING => {
-            let in_delay = format!("Task restarting in {}", go_duration(event.start_delay));
+            let in_delay = format!("Task restarting in {}", format_go(event.start_delay));
             if !event.restart_reason.is_empty() && event.restart_reason != REASON_WITHIN_POLICY {
                 format!("{} - {in_delay}", event.restart_reason)
             } else {

@@ -42,7 +42,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use scheduler::structs::{AllocClientUpdate, Node};
+use scheduler_structs::{AllocClientUpdate, Node};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -95,7 +95,7 @@ impl AgentConfig {
             data_dir,
             node_name: hostname,
             datacenter: "dc1".to_owned(),
-            node_pool: scheduler::structs::DEFAULT_NODE_POOL.to_owned(),
+            node_pool: scheduler_structs::DEFAULT_NODE_POOL.to_owned(),
             node_class: String::new(),
             meta: BTreeMap::new(),
             http_addr: String::new(),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use scheduler::structs::{
+use scheduler_structs::{
     DriverInfo, NODE_ELIGIBLE, NODE_STATUS_READY, Node, NodeCpuResources, NodeDiskResources,
     NodeMemoryResources, NodeResources,
 };
@@ -24,7 +24,7 @@ use crate::backoff::Backoff;
 use crate::driver::RAW_EXEC;
 use crate::server_client::ServerClient;
 use crate::state::NodeIdentity;
-use crate::time::{duration_of, now_nanos, now_rfc3339};
+use crate::time::{duration_of, now_rfc3339};
 
 /// The Nomad version this client claims to be compatible with (`nomad.version`).
 pub(crate) const NOMAD_COMPAT_VERSION: &str = "1.9.0";
@@ -111,7 +111,7 @@ pub(crate) fn fingerprint(config: &AgentConfig, identity: &NodeIdentity) -> Node
         drivers,
         scheduling_eligibility: NODE_ELIGIBLE.to_owned(),
         status: NODE_STATUS_READY.to_owned(),
-        status_updated_at: now_nanos() / 1_000_000_000,
+        status_updated_at: stdx::time::unix_now_nanos() / 1_000_000_000,
         ..Node::default()
     }
 }

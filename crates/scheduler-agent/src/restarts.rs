@@ -16,11 +16,11 @@
 
 use std::time::{Duration, Instant};
 
-use scheduler::structs::{
+use scheduler_structs::{
     JOB_TYPE_BATCH, JOB_TYPE_SYSBATCH, RESTART_MODE_DELAY, RESTART_MODE_FAIL, RestartPolicy, SECOND,
 };
 
-use crate::time::{duration_of, go_duration_of};
+use crate::time::duration_of;
 
 pub(crate) const REASON_NO_RESTARTS_ALLOWED: &str = "Policy allows no restarts";
 pub(crate) const REASON_UNRECOVERABLE_ERROR: &str = "Error was unrecoverable";
@@ -164,7 +164,7 @@ impl RestartTracker {
                     reason: format!(
                         "Exceeded allowed attempts {} in interval {} and mode is \"{RESTART_MODE_FAIL}\"",
                         self.attempts,
-                        go_duration_of(self.interval)
+                        stdx::duration::format_go_std(self.interval)
                     ),
                 };
             }

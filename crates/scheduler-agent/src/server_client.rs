@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use scheduler::structs::{AllocClientUpdate, Allocation, Nanos, Node};
+use scheduler_structs::{AllocClientUpdate, Allocation, Nanos, Node};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -164,7 +164,7 @@ impl ServerClient {
     ) -> Result<NodeAllocations, ServerError> {
         let path = format!(
             "/v1/internal/node/{node_id}/allocations?index={index}&wait={}",
-            crate::time::go_duration_of(wait)
+            stdx::duration::format_go_std(wait)
         );
         let bytes = self
             .call(

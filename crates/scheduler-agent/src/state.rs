@@ -20,7 +20,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use scheduler::structs::{Allocation, TaskState};
+use scheduler_structs::{Allocation, TaskState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 

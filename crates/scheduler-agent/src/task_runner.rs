@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use scheduler::structs::{
+use scheduler_structs::{
     Allocation, EVENT_RESTARTING, Job, Node, TASK_STATE_DEAD, TASK_STATE_PENDING,
     TASK_STATE_RUNNING, Task, TaskEvent,
 };
@@ -39,7 +39,7 @@ use crate::events;
 use crate::handles::ControlError;
 use crate::restarts::{Decision, RestartTracker, RunOutcome, default_policy};
 use crate::state::{TaskDirs, TaskRecord};
-use crate::time::{duration_of, now_rfc3339, rfc3339_nanos};
+use crate::time::{duration_of, now_rfc3339};
 
 /// What the alloc runner (or a control endpoint) asks of a task runner.
 #[derive(Debug)]
@@ -486,7 +486,7 @@ impl TaskRunner {
         }
         if event.event_type == EVENT_RESTARTING {
             state.restarts += 1;
-            state.last_restart = Some(rfc3339_nanos(event.time));
+            state.last_restart = Some(stdx::time::format_rfc3339_nanos(event.time));
         }
         tracing::info!(task = %self.ctx.task.name, alloc_id = %self.ctx.alloc.id, r#type = %event.event_type, msg = %event.display_message, "task event");
         state.push_event(event);
@@ -504,7 +504,7 @@ impl TaskRunner {
 mod tests {
     use std::collections::BTreeMap;
 
-    use scheduler::structs::{RestartPolicy, TaskGroup, TaskState};
+    use scheduler_structs::{RestartPolicy, TaskGroup, TaskState};
     use serde_json::json;
 
     use super::*;

@@ -12,10 +12,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
-use scheduler::structs::{
+use scheduler_agent::{Agent, AgentConfig, ControlError};
+use scheduler_structs::{
     AllocClientUpdate, Allocation, Job, Node, RestartPolicy, Task, TaskGroup, TaskState,
 };
-use scheduler_agent::{Agent, AgentConfig, ControlError};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

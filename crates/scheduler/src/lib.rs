@@ -39,8 +39,11 @@ mod nodes;
 pub mod placement;
 mod routes;
 pub mod state;
-pub mod structs;
 mod tasks;
+
+/// The wire types live in their own crate (the agent links them without the server); they
+/// stay reachable here as `crate::structs`.
+pub(crate) use scheduler_structs as structs;
 
 use std::sync::Arc;
 use std::time::Duration;

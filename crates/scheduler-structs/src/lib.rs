@@ -1,10 +1,15 @@
-//! The scheduler's domain and wire types (Nomad's `nomad/structs`), shared with
-//! `scheduler-agent`.
+//! The scheduler's domain and wire types (Nomad's `nomad/structs`): jobs, task groups and
+//! tasks, evaluations and plans, nodes, allocations and the resources they carry.
+//!
+//! Where it sits: below both sides of the scheduler. The `scheduler` server stores, serves
+//! and places these types; the `scheduler-agent` client registers a [`Node`], pulls its
+//! [`Allocation`]s and reports [`AllocClientUpdate`]s with them, without linking the server
+//! (no HTTP framework, no HCL, no persistent collections here).
 //!
 //! One set of types serves storage, the HTTP API and placement: field names are Nomad's
 //! PascalCase, durations are integer nanoseconds, and a job is stored in its canonical form
-//! (`jobspec::canonicalize` filled every default before it was deserialized here), so the
-//! scheduler never guesses a default.
+//! (`scheduler-jobspec`'s `canonicalize` filled every default before it was deserialized
+//! here), so the scheduler never guesses a default.
 //!
 //! Invariants:
 //! - Jobs, task groups and tasks reject unknown fields (a typo in a job is a 400, not a silently
