@@ -28,11 +28,8 @@ mod blocking;
 pub mod broker;
 mod client_rpc;
 mod clock;
-pub mod diff;
 mod error;
-pub mod filter;
 mod jobs;
-pub mod jobspec;
 mod meta;
 mod namespaces;
 mod nodes;
@@ -41,8 +38,12 @@ mod routes;
 pub mod state;
 mod tasks;
 
-/// The wire types live in their own crate (the agent links them without the server); they
-/// stay reachable here as `crate::structs`.
+// The wire types, the jobspec parser, filter expressions and job diffs are crates of their
+// own (the agent links the wire types without the server); they stay reachable here under
+// their module names.
+pub(crate) use bexpr as filter;
+pub(crate) use scheduler_diff as diff;
+pub(crate) use scheduler_jobspec as jobspec;
 pub(crate) use scheduler_structs as structs;
 
 use std::sync::Arc;

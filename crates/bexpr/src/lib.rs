@@ -1,9 +1,11 @@
-//! Nomad's `?filter=` expressions: the go-bexpr boolean expression language, evaluated over the
-//! JSON form of a job or allocation.
+//! go-bexpr boolean filter expressions (the `?filter=` query parameter of Nomad's API),
+//! evaluated over the JSON form of an object (a job, an allocation, a node...).
 //!
-//! The list handlers parse the query parameter once with [`Filter::parse`] (an error becomes
-//! 400 `failed to read filter expression: <msg>`) and call [`Filter::matches`] per item (an
-//! error becomes 400 `failed to read result page: error finding value in datum: <msg>`).
+//! Where it sits: a pure library below the `scheduler` service, which knows nothing of HTTP.
+//! The scheduler's list handlers parse the query parameter once with [`Filter::parse`] (an
+//! error becomes 400 `failed to read filter expression: <msg>`) and call [`Filter::matches`]
+//! per item (an error becomes 400 `failed to read result page: error finding value in datum:
+//! <msg>`).
 //!
 //! Layout: `parse.rs` (the grammar, a mirror of go-bexpr's PEG, with its error texts),
 //! `eval.rs` (semantics over `serde_json::Value`), `goconv.rs` (Go `strconv` look-alikes).

@@ -10,13 +10,13 @@ use super::diag::Source;
 use super::eval::{Env, Mode, Scope, eval};
 use super::*;
 
-const SERVICE: &str = include_str!("testdata/service.nomad.hcl");
-const SERVICE_VARS: &str = include_str!("testdata/service.vars.hcl");
-const BATCH_PERIODIC: &str = include_str!("testdata/batch-periodic.nomad.hcl");
-const PARAMETERIZED: &str = include_str!("testdata/parameterized.nomad.hcl");
-const CONSTRAINTS: &str = include_str!("testdata/constraints.nomad.hcl");
-const CONNECT: &str = include_str!("testdata/connect.nomad.hcl");
-const SYSTEM: &str = include_str!("testdata/system.nomad.hcl");
+const SERVICE: &str = include_str!("../testdata/service.nomad.hcl");
+const SERVICE_VARS: &str = include_str!("../testdata/service.vars.hcl");
+const BATCH_PERIODIC: &str = include_str!("../testdata/batch-periodic.nomad.hcl");
+const PARAMETERIZED: &str = include_str!("../testdata/parameterized.nomad.hcl");
+const CONSTRAINTS: &str = include_str!("../testdata/constraints.nomad.hcl");
+const CONNECT: &str = include_str!("../testdata/connect.nomad.hcl");
+const SYSTEM: &str = include_str!("../testdata/system.nomad.hcl");
 
 fn no_flags() -> BTreeMap<String, String> {
     BTreeMap::new()
@@ -1567,7 +1567,7 @@ fn canonicalized_jobs_deserialize_into_typed_structs() {
         let parsed = parse(source, SERVICE_VARS, &flags(&[("count", "2")]))
             .unwrap_or_else(|_| parse(source, "", &no_flags()).unwrap());
         let job = canonical(parsed);
-        let typed: Result<crate::structs::Job, _> = serde_json::from_value(job.clone());
+        let typed: Result<scheduler_structs::Job, _> = serde_json::from_value(job.clone());
         assert!(typed.is_ok(), "{:?}\n{job:#}", typed.err());
     }
 }
@@ -1669,7 +1669,7 @@ job "conf-parse" {
     assert!(parsed["TaskGroups"][0].get("Count").is_none());
     let canonical = canonical(parsed);
     assert_eq!(canonical["TaskGroups"][0]["RestartPolicy"]["Mode"], "fail");
-    let typed: crate::structs::Job = serde_json::from_value(canonical).unwrap();
+    let typed: scheduler_structs::Job = serde_json::from_value(canonical).unwrap();
     assert_eq!(typed.task_groups[0].count, 1);
     assert_eq!(typed.task_groups[0].tasks[0].resources.cpu, 100);
     assert_eq!(typed.task_groups[0].tasks[0].kill_timeout, 5_000_000_000);

@@ -2,9 +2,11 @@
 //! flags) into Nomad's API `Job` JSON, exactly what `POST /v1/jobs/parse` returns, and
 //! [`canonicalize`] fills the defaults `api.Job.Canonicalize` fills.
 //!
-//! Where it sits: the jobs HTTP handlers call [`parse`] for `/v1/jobs/parse` and
-//! [`canonicalize`] for that endpoint's `Canonicalize=true` and for every job registration,
-//! before the JSON is deserialized into `structs::Job`.
+//! Where it sits: a pure library below the `scheduler` service. The scheduler's jobs HTTP
+//! handlers call [`parse`] for `/v1/jobs/parse` and [`canonicalize`] for that endpoint's
+//! `Canonicalize=true` and for every job registration, before the JSON is deserialized into
+//! `scheduler_structs::Job` (a type this crate does not depend on; its tests check that every
+//! canonical job deserializes).
 //!
 //! Pipeline (one file each): `hcl-edit` parses the text with byte spans → the top level is
 //! checked here (`variable`, `variables`, `locals`, `job`) → `variables.rs` collects variable

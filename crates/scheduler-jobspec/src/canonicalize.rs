@@ -3,8 +3,8 @@
 //! api/tasks.go, api/resources.go, api/services.go, api/consul.go, api/scaling.go).
 //!
 //! Called by the jobs handlers for parse and for registration; registration then deserializes
-//! the result into `structs::Job`, which relies on these defaults (e.g. `Count`, a group's
-//! `RestartPolicy`, a task's `Resources`).
+//! the result into `scheduler_structs::Job`, which relies on these defaults (e.g. `Count`, a
+//! group's `RestartPolicy`, a task's `Resources`).
 //!
 //! Invariants:
 //! - Never panics: a value of an unexpected JSON type is left alone (deserialization reports it).

@@ -1,11 +1,13 @@
 //! Nomad's structured job diff (`nomad/structs/diff.go`), as served by
 //! `GET /v1/job/:id/versions?diffs=true`.
 //!
-//! Where it sits: a pure function over two Job objects in the JSON form our API renders
-//! (PascalCase keys, durations as integer nanoseconds, maps as JSON objects); the versions
-//! handler calls [`job_diff`] with `contextual = true` and serializes the [`JobDiff`] as is.
-//! Working on the JSON rather than on `structs::Job` keeps the blocks the scheduler only
-//! carries along (services, templates, volumes...) diffable without typing them.
+//! Where it sits: a pure library below the `scheduler` service, one function over two Job
+//! objects in the JSON form its API renders (PascalCase keys, durations as integer
+//! nanoseconds, maps as JSON objects); the scheduler's versions handler calls [`job_diff`]
+//! with `contextual = true` and serializes the [`JobDiff`] as is. Working on the JSON rather
+//! than on `scheduler_structs::Job` keeps the blocks the scheduler only carries along
+//! (services, templates, volumes...) diffable without typing them, and this crate free of
+//! the scheduler's types.
 //!
 //! How it follows upstream:
 //! - A struct's *primitive* fields (strings, numbers, booleans, and string maps flattened to
