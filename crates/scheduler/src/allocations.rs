@@ -331,7 +331,7 @@ pub(crate) async fn stop(
 ) -> Result<Indexed<AllocStopResponse>, Error> {
     let no_shutdown_delay = match query.get("no_shutdown_delay") {
         None | Some("") => false,
-        Some(raw) => http_kit::parse_bool(raw).ok_or_else(|| {
+        Some(raw) => stdx::strconv::parse_bool(raw).ok_or_else(|| {
             Error::BadRequest(format!(
                 "no_shutdown_delay value is not a boolean: strconv.ParseBool: parsing {raw:?}: invalid syntax"
             ))

@@ -1,6 +1,7 @@
 //! The scheduler's error type and its mapping to HTTP.
 //!
-//! Invariant: one exhaustive match decides every status; bodies are Nomad's plain text.
+//! Invariant: one exhaustive match decides every status; bodies are Nomad's plain text, and a
+//! list of problems is always rendered by [`multierror`].
 
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
@@ -68,5 +69,36 @@ impl ApiError for Error {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         http_kit::into_response(self)
+    }
+}
+
+/// Several problems in one message, as hashicorp/go-multierror renders them (upstream joins
+/// validation errors with it): `1 error occurred:\n\t* a\n\n`, `2 errors occurred:\n\t* a\n\t* b\n\n`.
+pub(crate) fn multierror(errors: &[String]) -> String {
+    let noun = if errors.len() == 1 { "error" } else { "errors" };
+    let mut out = format!("{} {noun} occurred:\n", errors.len());
+    for error in errors {
+        out.push_str("\t* ");
+        out.push_str(error);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multierror_renders_like_go_multierror() {
+        assert_eq!(
+            multierror(&["a".to_owned()]),
+            "1 error occurred:\n\t* a\n\n"
+        );
+        assert_eq!(
+            multierror(&["a".to_owned(), "b".to_owned()]),
+            "2 errors occurred:\n\t* a\n\t* b\n\n"
+        );
     }
 }

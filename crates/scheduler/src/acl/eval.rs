@@ -97,7 +97,7 @@ impl Keyed {
         }
         self.globs
             .iter()
-            .filter(|(glob, _)| glob_matches(glob, name))
+            .filter(|(glob, _)| stdx::glob::matches(glob, name))
             .min_by(|(a, _), (b, _)| {
                 glob_difference(a, name)
                     .cmp(&glob_difference(b, name))
@@ -116,27 +116,6 @@ fn glob_difference(glob: &str, name: &str) -> i64 {
     let stars = glob.matches('*').count();
     let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     as_i64(name.len()) - as_i64(glob.len()) + as_i64(stars)
-}
-
-/// `*` matches any run of characters, including none (ryanuber/go-glob's semantics).
-fn glob_matches(pattern: &str, subject: &str) -> bool {
-    if pattern == "*" {
-        return true;
-    }
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let [first, middle @ .., last] = parts.as_slice() else {
-        return pattern == subject;
-    };
-    let Some(mut rest) = subject.strip_prefix(first) else {
-        return false;
-    };
-    for part in middle {
-        let Some(at) = rest.find(part) else {
-            return false;
-        };
-        rest = &rest[at + part.len()..];
-    }
-    rest.ends_with(last)
 }
 
 /// A token's compiled permissions.
@@ -305,17 +284,17 @@ mod tests {
 
     #[test]
     fn glob_matching_follows_go_glob() {
-        assert!(glob_matches("*", ""));
-        assert!(glob_matches("*", "anything"));
-        assert!(glob_matches("prod-*", "prod-"));
-        assert!(glob_matches("prod-*", "prod-api"));
-        assert!(!glob_matches("prod-*", "dev-prod-api"));
-        assert!(glob_matches("*-api", "prod-api"));
-        assert!(!glob_matches("*-api", "prod-api-2"));
-        assert!(glob_matches("a*b*c", "a-x-b-y-c"));
-        assert!(!glob_matches("a*b*c", "a-x-c-y-b"));
-        assert!(glob_matches("exact", "exact"));
-        assert!(!glob_matches("exact", "exactly"));
+        assert!(stdx::glob::matches("*", ""));
+        assert!(stdx::glob::matches("*", "anything"));
+        assert!(stdx::glob::matches("prod-*", "prod-"));
+        assert!(stdx::glob::matches("prod-*", "prod-api"));
+        assert!(!stdx::glob::matches("prod-*", "dev-prod-api"));
+        assert!(stdx::glob::matches("*-api", "prod-api"));
+        assert!(!stdx::glob::matches("*-api", "prod-api-2"));
+        assert!(stdx::glob::matches("a*b*c", "a-x-b-y-c"));
+        assert!(!stdx::glob::matches("a*b*c", "a-x-c-y-b"));
+        assert!(stdx::glob::matches("exact", "exact"));
+        assert!(!stdx::glob::matches("exact", "exactly"));
     }
 
     #[test]

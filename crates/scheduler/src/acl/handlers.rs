@@ -25,6 +25,8 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use stdx::duration::format_go;
+use stdx::time::parse_rfc3339;
 use storage::KeyRange;
 
 use super::body::{Fields, decode, decode_optional, null_as_default};
@@ -32,8 +34,8 @@ use super::store::{
     self, Bootstrap, PolicyRecord, StoredToken, TOKEN_TYPE_CLIENT, TOKEN_TYPE_MANAGEMENT,
     TokenRecord, TokenView,
 };
-use super::time::{format_go_duration, parse_rfc3339};
 use super::{Authz, Identity, policy};
+use crate::error::multierror;
 use crate::meta::{Indexed, QueryParams, index_headers};
 use crate::{Error, now_nanos};
 
@@ -66,19 +68,6 @@ fn empty_written(index: u64) -> Response {
     let mut response = Body::empty().into_response();
     index_headers(response.headers_mut(), index);
     response
-}
-
-/// go-multierror's rendering, which upstream's validation errors carry.
-fn multi_error(errors: &[String]) -> String {
-    let noun = if errors.len() == 1 { "error" } else { "errors" };
-    let mut out = format!("{} {noun} occurred:\n", errors.len());
-    for error in errors {
-        out.push_str("\t* ");
-        out.push_str(error);
-        out.push('\n');
-    }
-    out.push('\n');
-    out
 }
 
 fn is_uuid(value: &str) -> bool {
@@ -347,7 +336,7 @@ pub(crate) async fn write_policy(
     if !errors.is_empty() {
         return Err(Error::BadRequest(format!(
             "policy 0 invalid: {}",
-            multi_error(&errors)
+            multierror(&errors)
         )));
     }
     let index = store::put_policy(state.storage().as_ref(), &record).await?;
@@ -542,7 +531,8 @@ fn parse_ttl(value: Option<&serde_json::Value>) -> Result<i64, Error> {
                 Some(rest) => (true, rest),
                 None => (false, text.as_str()),
             };
-            let duration = http_kit::parse_go_duration(magnitude).map_err(invalid)?;
+            let duration =
+                stdx::duration::parse_go(magnitude).map_err(|err| invalid(err.to_string()))?;
             let nanos = i64::try_from(duration.as_nanos())
                 .map_err(|_| invalid(format!("{text:?} is too long")))?;
             Ok(if negative { -nanos } else { nanos })
@@ -617,11 +607,11 @@ async fn upsert_token(
         found
     };
     let invalid =
-        |errors: &[String]| Error::BadRequest(format!("token 0 invalid: {}", multi_error(errors)));
+        |errors: &[String]| Error::BadRequest(format!("token 0 invalid: {}", multierror(errors)));
     let ttl = parse_ttl(request.expiration_ttl.as_ref())?;
     let expiration_time = match request.expiration_time.as_deref() {
         None | Some("") | Some("0001-01-01T00:00:00Z") => None,
-        Some(text) => Some(parse_rfc3339(text).map_err(|err| invalid(&[err]))?),
+        Some(text) => Some(parse_rfc3339(text).map_err(|err| invalid(&[err.to_string()]))?),
     };
     let mut errors = Vec::new();
     if request.name.len() > MAX_TOKEN_NAME {
@@ -651,7 +641,7 @@ async fn upsert_token(
             if ttl < 0 {
                 errors.push(format!(
                     "token expiration TTL '{}' should not be negative",
-                    format_go_duration(ttl)
+                    format_go(ttl)
                 ));
             }
             if let Some(expires) = expiration_time {
@@ -662,14 +652,14 @@ async fn upsert_token(
                 if expires_in > MAX_TOKEN_TTL {
                     errors.push(format!(
                         "expiration time cannot be more than {} in the future (was {})",
-                        format_go_duration(MAX_TOKEN_TTL),
-                        format_go_duration(expires_in)
+                        format_go(MAX_TOKEN_TTL),
+                        format_go(expires_in)
                     ));
                 } else if expires_in < MIN_TOKEN_TTL {
                     errors.push(format!(
                         "expiration time cannot be less than {} in the future (was {})",
-                        format_go_duration(MIN_TOKEN_TTL),
-                        format_go_duration(expires_in)
+                        format_go(MIN_TOKEN_TTL),
+                        format_go(expires_in)
                     ));
                 }
             }
@@ -785,15 +775,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn multi_error_renders_like_go_multierror() {
+    fn expiration_times_parse_like_go_and_name_the_input_when_invalid() {
+        for nanos in [0, 951_782_400_123_000_000, 1_700_000_000_000_000_001] {
+            let text = stdx::time::format_rfc3339_nanos(nanos);
+            assert_eq!(parse_rfc3339(&text), Ok(nanos));
+        }
         assert_eq!(
-            multi_error(&["a".to_owned()]),
-            "1 error occurred:\n\t* a\n\n"
+            parse_rfc3339("2023-11-14T23:13:20+01:00"),
+            Ok(1_700_000_000_000_000_000)
         );
-        assert_eq!(
-            multi_error(&["a".to_owned(), "b".to_owned()]),
-            "2 errors occurred:\n\t* a\n\t* b\n\n"
-        );
+        for input in [
+            "",
+            "2023",
+            "2023-13-01T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2023-01-01T00:00:00",
+            "2023-01-01T00:00:00.Z",
+            "2023-01-01T00:00:00+0100",
+            "２０２３-01-01T00:00:00Z",
+            "9999999999-01-01T00:00:00Z",
+        ] {
+            let err = parse_rfc3339(input).expect_err(input);
+            assert_eq!(
+                err.to_string(),
+                format!("parsing time {input:?} as RFC 3339: invalid timestamp")
+            );
+        }
     }
 
     #[test]

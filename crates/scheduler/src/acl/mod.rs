@@ -11,7 +11,7 @@
 //! Where it sits: `policy.rs` parses rules (pure), `eval.rs` compiles a token's policies into an
 //! `Acl` and answers questions (pure), `store.rs` keeps policies and tokens in storage,
 //! `handlers.rs` serves `/v1/acl/*`, `body.rs` decodes request bodies as Go does (also used by
-//! `namespaces.rs`), `time.rs` formats times.
+//! `namespaces.rs`); times and durations are formatted and parsed by `stdx`.
 //!
 //! Resolution, per request (nothing cached; a change is seen by the next request):
 //! - ACLs disabled: everything is allowed.
@@ -33,7 +33,6 @@ mod eval;
 mod handlers;
 mod policy;
 mod store;
-mod time;
 
 use std::sync::Arc;
 

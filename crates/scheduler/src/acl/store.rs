@@ -25,7 +25,6 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use storage::{Compare, KeyRange, KeyValue, Op, Revision, Storage, StorageExt, Txn};
 
-use super::time::{format_go_duration, format_rfc3339};
 use crate::Error;
 
 pub(crate) const POLICIES: &str = "scheduler/acl/policies/";
@@ -160,7 +159,7 @@ impl Stored<TokenRecord> {
         view.expiration_ttl = Some(if self.record.expiration_ttl == 0 {
             String::new()
         } else {
-            format_go_duration(self.record.expiration_ttl)
+            stdx::duration::format_go(self.record.expiration_ttl)
         });
         view
     }
@@ -176,8 +175,8 @@ impl Stored<TokenRecord> {
             policies: (!record.policies.is_empty()).then(|| record.policies.clone()),
             roles: None,
             global: record.global,
-            create_time: format_rfc3339(record.create_time),
-            expiration_time: record.expiration_time.map(format_rfc3339),
+            create_time: stdx::time::format_rfc3339_nanos(record.create_time),
+            expiration_time: record.expiration_time.map(stdx::time::format_rfc3339_nanos),
             expiration_ttl: None,
             create_index: self.create_index,
             modify_index: self.modify_index,
@@ -445,4 +444,64 @@ pub(crate) async fn ensure_root(
     Err(Error::Conflict(
         "ACL tokens changed concurrently while storing the root token; retry".to_owned(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(create_time: i64, expiration_ttl: i64) -> Stored<TokenRecord> {
+        Stored {
+            record: TokenRecord {
+                accessor_id: "a".to_owned(),
+                secret_id: "s".to_owned(),
+                name: String::new(),
+                token_type: TOKEN_TYPE_CLIENT.to_owned(),
+                policies: vec!["p".to_owned()],
+                global: false,
+                create_time,
+                expiration_time: (expiration_ttl != 0)
+                    .then(|| create_time.saturating_add(expiration_ttl)),
+                expiration_ttl,
+                dev_root: false,
+            },
+            create_index: 1,
+            modify_index: 1,
+        }
+    }
+
+    #[test]
+    fn token_times_render_like_go_rfc3339nano() {
+        let times = |create_time: i64| {
+            let view = token(create_time, 0).view();
+            (view.create_time, view.expiration_time)
+        };
+        assert_eq!(times(0), ("1970-01-01T00:00:00Z".to_owned(), None));
+        assert_eq!(times(951_782_400_123_000_000).0, "2000-02-29T00:00:00.123Z");
+        assert_eq!(
+            times(1_700_000_000_000_000_001).0,
+            "2023-11-14T22:13:20.000000001Z"
+        );
+        assert_eq!(times(-1_000_000_000).0, "1969-12-31T23:59:59Z");
+        let expiring = token(0, 90_000_000_000).view();
+        assert_eq!(
+            expiring.expiration_time.as_deref(),
+            Some("1970-01-01T00:01:30Z")
+        );
+    }
+
+    #[test]
+    fn token_ttls_render_like_go_durations() {
+        let ttl = |nanos: i64| token(0, nanos).view().expiration_ttl;
+        assert_eq!(ttl(0).as_deref(), Some(""));
+        assert_eq!(ttl(1).as_deref(), Some("1ns"));
+        assert_eq!(ttl(1_500).as_deref(), Some("1.5µs"));
+        assert_eq!(ttl(300_000_000).as_deref(), Some("300ms"));
+        assert_eq!(ttl(1_500_000_000).as_deref(), Some("1.5s"));
+        assert_eq!(ttl(90_000_000_000).as_deref(), Some("1m30s"));
+        assert_eq!(ttl(3_600_000_000_000).as_deref(), Some("1h0m0s"));
+        assert_eq!(ttl(86_400_000_000_000).as_deref(), Some("24h0m0s"));
+        assert_eq!(ttl(-60_000_000_000).as_deref(), Some("-1m0s"));
+        assert_eq!(ttl(i64::MIN).as_deref(), Some("-2562047h47m16.854775808s"));
+    }
 }

@@ -191,7 +191,7 @@ async fn register_job(
     let job = canonical_job(&mut job_value, &namespace, &region)?;
     let errors = validate::validate(&job);
     if !errors.is_empty() {
-        return Err(Error::BadRequest(validate::multierror(&errors)));
+        return Err(Error::BadRequest(crate::error::multierror(&errors)));
     }
     if !crate::namespaces::exists(state, &namespace).await? {
         return Err(Error::BadRequest(format!(

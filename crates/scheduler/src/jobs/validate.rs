@@ -12,6 +12,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use stdx::duration::format_go;
+
+use crate::error::multierror;
 use crate::structs::{
     Affinity, Constraint, JOB_TYPE_BATCH, JOB_TYPE_SERVICE, JOB_TYPE_SYSBATCH, JOB_TYPE_SYSTEM,
     Job, Nanos, RESTART_MODE_DELAY, RESTART_MODE_FAIL, ReschedulePolicy, RestartPolicy, SECOND,
@@ -593,16 +596,16 @@ fn restart_errors(policy: &RestartPolicy) -> Vec<String> {
     if policy.interval < RESTART_MIN_INTERVAL {
         problems.push(format!(
             "Interval can not be less than {} (got {})",
-            go_duration(RESTART_MIN_INTERVAL),
-            go_duration(policy.interval)
+            format_go(RESTART_MIN_INTERVAL),
+            format_go(policy.interval)
         ));
     }
     if policy.attempts.saturating_mul(policy.delay) > policy.interval {
         problems.push(format!(
             "Nomad can't restart the TaskGroup {} times in an interval of {} with a delay of {}",
             policy.attempts,
-            go_duration(policy.interval),
-            go_duration(policy.delay)
+            format_go(policy.interval),
+            format_go(policy.delay)
         ));
     }
     if problems.is_empty() {
@@ -625,7 +628,7 @@ fn reschedule_errors(policy: &ReschedulePolicy) -> Vec<String> {
             problems.push(format!(
                 "Reschedule Policy with Attempts = {}, Interval = {}, and Unlimited = true is ambiguous",
                 policy.attempts,
-                go_duration(policy.interval)
+                format_go(policy.interval)
             ));
             problems.push("If Attempts >0, Unlimited cannot also be set to true".to_owned());
         }
@@ -634,8 +637,8 @@ fn reschedule_errors(policy: &ReschedulePolicy) -> Vec<String> {
     if policy.delay < RESCHEDULE_MIN_DELAY {
         problems.push(format!(
             "Delay cannot be less than {} (got {})",
-            go_duration(RESCHEDULE_MIN_DELAY),
-            go_duration(policy.delay)
+            format_go(RESCHEDULE_MIN_DELAY),
+            format_go(policy.delay)
         ));
         delay_ok = false;
     }
@@ -650,16 +653,16 @@ fn reschedule_errors(policy: &ReschedulePolicy) -> Vec<String> {
         if policy.max_delay < RESCHEDULE_MIN_DELAY {
             problems.push(format!(
                 "Max Delay cannot be less than {} (got {})",
-                go_duration(RESCHEDULE_MIN_DELAY),
-                go_duration(policy.delay)
+                format_go(RESCHEDULE_MIN_DELAY),
+                format_go(policy.delay)
             ));
             delay_ok = false;
         }
         if policy.max_delay < policy.delay {
             problems.push(format!(
                 "Max Delay cannot be less than Delay {} (got {})",
-                go_duration(policy.delay),
-                go_duration(policy.max_delay)
+                format_go(policy.delay),
+                format_go(policy.max_delay)
             ));
             delay_ok = false;
         }
@@ -668,8 +671,8 @@ fn reschedule_errors(policy: &ReschedulePolicy) -> Vec<String> {
         if policy.interval < RESCHEDULE_MIN_INTERVAL {
             problems.push(format!(
                 "Interval cannot be less than {} (got {})",
-                go_duration(RESCHEDULE_MIN_INTERVAL),
-                go_duration(policy.interval)
+                format_go(RESCHEDULE_MIN_INTERVAL),
+                format_go(policy.interval)
             ));
         }
         if delay_ok && let Some(problem) = viable_attempts_problem(policy) {
@@ -749,17 +752,17 @@ fn viable_attempts_problem(policy: &ReschedulePolicy) -> Option<String> {
     let first = if policy.delay_function == "constant" {
         format!(
             "Nomad can only make {possible} attempts in {} with initial delay {} and delay function {:?}",
-            go_duration(policy.interval),
-            go_duration(policy.delay),
+            format_go(policy.interval),
+            format_go(policy.delay),
             policy.delay_function
         )
     } else {
         format!(
             "Nomad can only make {possible} attempts in {} with initial delay {}, delay function {:?}, and delay ceiling {}",
-            go_duration(policy.interval),
-            go_duration(policy.delay),
+            format_go(policy.interval),
+            format_go(policy.delay),
             policy.delay_function,
-            go_duration(policy.max_delay)
+            format_go(policy.max_delay)
         )
     };
     let rounded = (recommended.saturating_add(SECOND / 2) / SECOND) * SECOND;
@@ -767,7 +770,7 @@ fn viable_attempts_problem(policy: &ReschedulePolicy) -> Option<String> {
         first,
         format!(
             "Set the interval to at least {} to accommodate {} attempts",
-            go_duration(rounded),
+            format_go(rounded),
             policy.attempts
         ),
     ]))
@@ -801,61 +804,8 @@ fn version_constraint(raw: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Go's `multierror` text: `1 error occurred:\n\t* msg\n\n`, or `N errors occurred:` with
-/// one `\t* msg` line each.
-pub(crate) fn multierror(errors: &[String]) -> String {
-    if let [only] = errors {
-        return format!("1 error occurred:\n\t* {only}\n\n");
-    }
-    let points: Vec<String> = errors.iter().map(|err| format!("* {err}")).collect();
-    format!(
-        "{} errors occurred:\n\t{}\n\n",
-        errors.len(),
-        points.join("\n\t")
-    )
-}
-
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Go's `time.Duration.String()`: `0s`, `1.5ms`, `30s`, `1m0s`, `24h0m0s`.
-pub(crate) fn go_duration(nanos: Nanos) -> String {
-    if nanos == 0 {
-        return "0s".to_owned();
-    }
-    let negative = nanos < 0;
-    let abs = nanos.unsigned_abs();
-    let sign = if negative { "-" } else { "" };
-    let fraction = |value: u64, unit: u64| -> String {
-        let whole = value / unit;
-        let rest = value % unit;
-        if rest == 0 {
-            return whole.to_string();
-        }
-        let digits = unit.to_string().len() - 1;
-        let rest = format!("{rest:0digits$}");
-        format!("{whole}.{}", rest.trim_end_matches('0'))
-    };
-    if abs < 1_000 {
-        return format!("{sign}{abs}ns");
-    }
-    if abs < 1_000_000 {
-        return format!("{sign}{}µs", fraction(abs, 1_000));
-    }
-    if abs < 1_000_000_000 {
-        return format!("{sign}{}ms", fraction(abs, 1_000_000));
-    }
-    let hours = abs / 3_600_000_000_000;
-    let minutes = (abs / 60_000_000_000) % 60;
-    let seconds = fraction(abs % 60_000_000_000, 1_000_000_000);
-    if hours > 0 {
-        format!("{sign}{hours}h{minutes}m{seconds}s")
-    } else if minutes > 0 {
-        format!("{sign}{minutes}m{seconds}s")
-    } else {
-        format!("{sign}{seconds}s")
-    }
 }
 
 #[cfg(test)]
@@ -1039,25 +989,13 @@ mod tests {
     }
 
     #[test]
-    fn multierror_matches_go() {
-        assert_eq!(
-            multierror(&["a".to_owned()]),
-            "1 error occurred:\n\t* a\n\n"
-        );
-        assert_eq!(
-            multierror(&["a".to_owned(), "b".to_owned()]),
-            "2 errors occurred:\n\t* a\n\t* b\n\n"
-        );
-    }
-
-    #[test]
     fn go_duration_formats_like_go() {
-        assert_eq!(go_duration(0), "0s");
-        assert_eq!(go_duration(5 * SECOND), "5s");
-        assert_eq!(go_duration(60 * SECOND), "1m0s");
-        assert_eq!(go_duration(24 * 3600 * SECOND), "24h0m0s");
-        assert_eq!(go_duration(1_500_000), "1.5ms");
-        assert_eq!(go_duration(1_500_000_000), "1.5s");
+        assert_eq!(format_go(0), "0s");
+        assert_eq!(format_go(5 * SECOND), "5s");
+        assert_eq!(format_go(60 * SECOND), "1m0s");
+        assert_eq!(format_go(24 * 3600 * SECOND), "24h0m0s");
+        assert_eq!(format_go(1_500_000), "1.5ms");
+        assert_eq!(format_go(1_500_000_000), "1.5s");
     }
 
     #[test]

@@ -280,45 +280,15 @@ fn set_contains_any(left: &str, right: &str) -> bool {
         .any(|wanted| left.split(',').any(|have| have.trim() == wanted.trim()))
 }
 
-/// Go's `strconv.ParseBool`.
-pub(super) fn parse_go_bool(text: &str) -> Option<bool> {
-    match text {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// Whether a `distinct_hosts` constraint is in force (empty or unparsable `RTarget`: yes).
 pub(super) fn distinct_hosts_enabled(constraints: &[Constraint]) -> bool {
     constraints
         .iter()
         .find(|constraint| constraint.operand == DISTINCT_HOSTS)
         .is_some_and(|constraint| {
-            constraint.r_target.is_empty() || parse_go_bool(&constraint.r_target).unwrap_or(true)
+            constraint.r_target.is_empty()
+                || stdx::strconv::parse_bool(&constraint.r_target).unwrap_or(true)
         })
-}
-
-/// `*`-glob matching as ryanuber/go-glob (used for datacenters).
-pub(super) fn glob(pattern: &str, subject: &str) -> bool {
-    if pattern == "*" {
-        return true;
-    }
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == subject;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    let Some(mut rest) = subject.strip_prefix(first) else {
-        return false;
-    };
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    rest.ends_with(last)
 }
 
 /// Whether `node` is in one of the datacenters (no datacenters: all).
@@ -326,7 +296,7 @@ pub(super) fn in_datacenters(node: &Node, datacenters: &[String]) -> bool {
     datacenters.is_empty()
         || datacenters
             .iter()
-            .any(|pattern| glob(pattern, &node.datacenter))
+            .any(|pattern| stdx::glob::matches(pattern, &node.datacenter))
 }
 
 fn pool_of(pool: &str) -> &str {
@@ -444,12 +414,12 @@ mod tests {
 
     #[test]
     fn datacenter_globs_and_pools() {
-        assert!(glob("*", "dc1"));
-        assert!(glob("dc*", "dc1"));
-        assert!(glob("*1", "dc1"));
-        assert!(glob("d*c*1", "dc1"));
-        assert!(!glob("us-*", "dc1"));
-        assert!(!glob("dc2", "dc1"));
+        assert!(stdx::glob::matches("*", "dc1"));
+        assert!(stdx::glob::matches("dc*", "dc1"));
+        assert!(stdx::glob::matches("*1", "dc1"));
+        assert!(stdx::glob::matches("d*c*1", "dc1"));
+        assert!(!stdx::glob::matches("us-*", "dc1"));
+        assert!(!stdx::glob::matches("dc2", "dc1"));
         let node = node();
         assert!(in_datacenters(&node, &[]));
         assert!(in_datacenters(&node, &["eu".to_owned(), "dc*".to_owned()]));

@@ -45,7 +45,7 @@ pub(super) fn last_event_time(alloc: &Allocation) -> i64 {
         .task_states
         .values()
         .filter_map(|state| state.finished_at.as_deref())
-        .filter_map(parse_rfc3339)
+        .filter_map(|text| stdx::time::parse_rfc3339(text).ok())
         .filter(|nanos| *nanos > 0)
         .max();
     finished.unwrap_or(alloc.modify_time)
@@ -186,95 +186,6 @@ pub(super) fn penalty_nodes(prev: &Allocation) -> Vec<&str> {
     nodes
 }
 
-/// Parses an RFC 3339 timestamp (`2024-05-01T10:00:00.5Z`, `...+02:00`) into Unix
-/// nanoseconds; `None` for anything else.
-pub(super) fn parse_rfc3339(input: &str) -> Option<i64> {
-    let bytes = input.as_bytes();
-    if bytes.len() < 20 || !input.is_ascii() {
-        return None;
-    }
-    let number = |from: usize, to: usize| -> Option<i64> {
-        let part = input.get(from..to)?;
-        if part.bytes().all(|byte| byte.is_ascii_digit()) {
-            part.parse().ok()
-        } else {
-            None
-        }
-    };
-    if bytes[4] != b'-'
-        || bytes[7] != b'-'
-        || !matches!(bytes[10], b'T' | b't' | b' ')
-        || bytes[13] != b':'
-        || bytes[16] != b':'
-    {
-        return None;
-    }
-    let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
-    let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
-    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
-        return None;
-    }
-    if hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut rest = &input[19..];
-    let mut fraction = 0_i64;
-    if let Some(after_dot) = rest.strip_prefix('.') {
-        let digits = after_dot.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        for (index, byte) in after_dot.bytes().take(digits).enumerate() {
-            if index < 9 {
-                fraction = fraction * 10 + i64::from(byte - b'0');
-            }
-        }
-        for _ in digits..9 {
-            fraction *= 10;
-        }
-        rest = &after_dot[digits..];
-    }
-    let offset_seconds = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first() {
-                Some(b'+') => 1,
-                Some(b'-') => -1,
-                _ => return None,
-            };
-            if rest.len() != 6 || rest.as_bytes()[3] != b':' {
-                return None;
-            }
-            let hours: i64 = rest.get(1..3)?.parse().ok()?;
-            let minutes: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (hours * 3600 + minutes * 60)
-        }
-    };
-    let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-    seconds.checked_mul(1_000_000_000)?.checked_add(fraction)
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        _ => 28,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +224,7 @@ mod tests {
 
     #[test]
     fn rfc3339_parses_go_times() {
+        let parse_rfc3339 = |text: &str| stdx::time::parse_rfc3339(text).ok();
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_rfc3339("1970-01-01T00:00:01.5Z"), Some(1_500_000_000));
         assert_eq!(parse_rfc3339("1970-01-01T02:00:00+02:00"), Some(0));
