@@ -1,10 +1,10 @@
 //! Go `strconv` look-alikes for the filter language: the parsing rules go-bexpr applies when
-//! it coerces a filter's value text to a field's kind (`ParseBool`, `ParseInt(s, 0, 64)`,
-//! `ParseUint(s, 0, 64)`, `ParseFloat(s, 64)`), Go's `Unquote` for string literals, and
-//! `strconv.Quote` for error texts.
+//! it coerces a filter's value text to a field's kind (`ParseInt(s, 0, 64)`,
+//! `ParseUint(s, 0, 64)`, `ParseFloat(s, 64)`; `ParseBool` is `stdx::strconv`'s), Go's
+//! `Unquote` for string literals, and `strconv.Quote` for error texts.
 //!
-//! Sits under `filter/`: `parse.rs` runs these once per filter (so evaluation never re-parses
-//! numbers), `eval.rs` formats errors with them.
+//! `parse.rs` runs these once per filter (so evaluation never re-parses numbers), `eval.rs`
+//! formats errors with them.
 //!
 //! Invariants: every function is total (no panics on any input); error texts match Go's
 //! (`strconv.ParseInt: parsing "x": invalid syntax`).
@@ -28,15 +28,6 @@ impl NumErr {
             NumErr::Range => "value out of range",
         };
         format!("strconv.{func}: parsing {}: {why}", quote(input))
-    }
-}
-
-/// `strconv.ParseBool`: `1 t T TRUE true True` and `0 f F FALSE false False`.
-pub(crate) fn parse_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
     }
 }
 
@@ -259,19 +250,6 @@ pub(crate) fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_bool_accepts_exactly_go_forms() {
-        for t in ["1", "t", "T", "TRUE", "true", "True"] {
-            assert_eq!(parse_bool(t), Some(true), "{t}");
-        }
-        for f in ["0", "f", "F", "FALSE", "false", "False"] {
-            assert_eq!(parse_bool(f), Some(false), "{f}");
-        }
-        for bad in ["", "yes", "tRUE", "2", " true"] {
-            assert_eq!(parse_bool(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn parse_int_follows_go_base_prefixes_and_underscores() {

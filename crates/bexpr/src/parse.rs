@@ -131,7 +131,7 @@ impl Part {
 
 impl MatchValue {
     fn new(raw: String) -> MatchValue {
-        let as_bool = goconv::parse_bool(&raw);
+        let as_bool = stdx::strconv::parse_bool(&raw);
         let as_int = goconv::parse_int(&raw);
         let as_uint = goconv::parse_uint(&raw);
         let as_float = goconv::parse_float(&raw);

@@ -744,64 +744,6 @@ fn go_float(f: f64) -> String {
     out
 }
 
-/// Go's `time.Duration.String()` of nanoseconds (`1h2m3.5s`, `1.5ms`, `0s`).
-fn go_duration(nanos: i64) -> String {
-    let mut u = nanos.unsigned_abs();
-    if u == 0 {
-        return "0s".to_owned();
-    }
-    // Built back to front, as Go does.
-    let mut parts: Vec<String> = Vec::new();
-    if u < 1_000_000_000 {
-        let (prec, unit) = if u < 1_000 {
-            (0, "ns")
-        } else if u < 1_000_000 {
-            (3, "µs")
-        } else {
-            (6, "ms")
-        };
-        parts.push(unit.to_owned());
-        let (frac, rest) = go_frac(u, prec);
-        parts.push(frac);
-        parts.push(rest.to_string());
-    } else {
-        parts.push("s".to_owned());
-        let (frac, rest) = go_frac(u, 9);
-        u = rest;
-        parts.push(frac);
-        parts.push((u % 60).to_string());
-        u /= 60;
-        if u > 0 {
-            parts.push("m".to_owned());
-            parts.push((u % 60).to_string());
-            u /= 60;
-            if u > 0 {
-                parts.push("h".to_owned());
-                parts.push(u.to_string());
-            }
-        }
-    }
-    if nanos < 0 {
-        parts.push("-".to_owned());
-    }
-    parts.reverse();
-    parts.concat()
-}
-
-/// The fraction of `v / 10^prec` without trailing zeros (`".5"`, or `""`), and the quotient.
-fn go_frac(v: u64, prec: u32) -> (String, u64) {
-    if prec == 0 {
-        return (String::new(), v);
-    }
-    let scale = 10u64.pow(prec);
-    let frac = v % scale;
-    if frac == 0 {
-        return (String::new(), v / scale);
-    }
-    let digits = format!("{frac:0width$}", width = prec as usize);
-    (format!(".{}", digits.trim_end_matches('0')), v / scale)
-}
-
 /// Go's `net.JoinHostPort`.
 fn join_host_port(host: &str, port: &str) -> String {
     if host.contains(':') {
@@ -2240,7 +2182,7 @@ fn gateway_proxy_diff(
         let timeout = |o: Option<&Obj>| {
             get(o, "ConnectTimeout")
                 .and_then(Value::as_i64)
-                .map(go_duration)
+                .map(stdx::duration::format_go)
                 .unwrap_or_default()
         };
         of.insert("ConnectTimeout".to_owned(), timeout(old));

@@ -793,7 +793,7 @@ fn go_float_formatting() {
 }
 
 #[test]
-fn go_duration_formatting() {
+fn connect_timeouts_render_as_go_durations() {
     let cases = [
         (0, "0s"),
         (1, "1ns"),
@@ -806,6 +806,6 @@ fn go_duration_formatting() {
         (-1_000_000_000, "-1s"),
     ];
     for (nanos, expected) in cases {
-        assert_eq!(go_duration(nanos), expected, "{nanos}");
+        assert_eq!(stdx::duration::format_go(nanos), expected, "{nanos}");
     }
 }

@@ -1,90 +1,19 @@
-//! Time parsing for jobspecs: Go's `time.ParseDuration` (every duration attribute, e.g.
-//! `kill_timeout = "30s"`) and the `formatdate`/`timeadd` functions over RFC 3339 timestamps.
+//! Time for jobspecs: Go durations (every duration attribute, e.g. `kill_timeout = "30s"`)
+//! and the `formatdate`/`timeadd` functions over RFC 3339 timestamps.
 //!
-//! Used by the block decoder (durations) and `functions.rs`. Never reads the clock.
+//! Used by the block decoder (durations) and `functions.rs`. Never reads the clock. Durations
+//! and civil-date arithmetic are `stdx`'s; the timestamps are parsed here rather than with
+//! `stdx::time::parse_rfc3339` because these functions keep the written UTC offset (their
+//! result is in it) and take any year 0000-9999, beyond what `i64` nanoseconds hold.
 //!
 //! Invariants: durations are i64 nanoseconds and overflow is an error, like Go's; calendar
 //! arithmetic uses the proleptic Gregorian calendar on day counts (no leap seconds), and all
 //! arithmetic is checked, so no input panics.
 
-/// Parses a Go duration string ("1h30m", "1.5s", "300ms", "-2us", "0") into nanoseconds.
+/// Go's `time.ParseDuration` ("1h30m", "1.5s", "300ms", "-2us", "0") in nanoseconds, failing
+/// with Go's message (`time: missing unit in duration "10"`).
 pub(crate) fn parse_go_duration(text: &str) -> Result<i64, String> {
-    let invalid = || format!("time: invalid duration {text:?}");
-    let mut rest = text;
-    let mut negative = false;
-    if let Some(r) = rest.strip_prefix('-') {
-        negative = true;
-        rest = r;
-    } else if let Some(r) = rest.strip_prefix('+') {
-        rest = r;
-    }
-    if rest == "0" {
-        return Ok(0);
-    }
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    let mut total: u128 = 0;
-    while !rest.is_empty() {
-        let int_len = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (int_part, after) = rest.split_at(int_len);
-        rest = after;
-        let mut frac_part = "";
-        if let Some(after_dot) = rest.strip_prefix('.') {
-            let frac_len = after_dot
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(after_dot.len());
-            let (frac, after) = after_dot.split_at(frac_len);
-            frac_part = frac;
-            rest = after;
-            if int_part.is_empty() && frac_part.is_empty() {
-                return Err(invalid());
-            }
-        } else if int_part.is_empty() {
-            return Err(invalid());
-        }
-        let unit_len = rest
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (unit, after) = rest.split_at(unit_len);
-        rest = after;
-        if unit.is_empty() {
-            return Err(format!("time: missing unit in duration {text:?}"));
-        }
-        let scale: u128 = match unit {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            other => return Err(format!("time: unknown unit {other:?} in duration {text:?}")),
-        };
-        let int_value: u128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| invalid())?
-        };
-        let mut value = int_value.checked_mul(scale).ok_or_else(invalid)?;
-        let mut frac_scale = scale;
-        for digit in frac_part.chars() {
-            frac_scale /= 10;
-            if frac_scale == 0 {
-                break;
-            }
-            let d = u128::from(digit.to_digit(10).unwrap_or(0));
-            value = value.checked_add(d * frac_scale).ok_or_else(invalid)?;
-        }
-        total = total.checked_add(value).ok_or_else(invalid)?;
-        if total > u128::from(i64::MAX.unsigned_abs()) + u128::from(negative) {
-            return Err(invalid());
-        }
-    }
-    let signed = i128::try_from(total).map_err(|_| invalid())?;
-    let signed = if negative { -signed } else { signed };
-    i64::try_from(signed).map_err(|_| invalid())
+    stdx::duration::parse_go_nanos(text).map_err(|err| err.go_message())
 }
 
 /// A parsed RFC 3339 timestamp: seconds since the epoch (UTC) and the written UTC offset.
@@ -93,38 +22,6 @@ struct Timestamp {
     unix: i64,
     nanos: u32,
     offset_secs: i32,
-}
-
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        _ => 28,
-    }
 }
 
 fn parse_timestamp(text: &str) -> Result<Timestamp, String> {
@@ -149,7 +46,7 @@ fn parse_timestamp(text: &str) -> Result<Timestamp, String> {
     if !separators_ok
         || !(1..=12).contains(&month)
         || day == 0
-        || day > days_in_month(i64::from(year), month)
+        || day > stdx::time::days_in_month(i64::from(year), month)
         || hour > 23
         || minute > 59
         || second > 59
@@ -192,7 +89,7 @@ fn parse_timestamp(text: &str) -> Result<Timestamp, String> {
             sign * i32::try_from(oh * 3600 + om * 60).map_err(|_| invalid())?
         }
     };
-    let days = days_from_civil(i64::from(year), month, day);
+    let days = stdx::time::days_from_civil(i64::from(year), month, day);
     let local = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
     Ok(Timestamp {
         unix: local - i64::from(offset_secs),
@@ -216,7 +113,7 @@ fn civil(ts: &Timestamp) -> Civil {
     let local = ts.unix + i64::from(ts.offset_secs);
     let days = local.div_euclid(86_400);
     let secs = u32::try_from(local.rem_euclid(86_400)).unwrap_or(0);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = stdx::time::civil_from_days(days);
     Civil {
         year,
         month,

@@ -499,18 +499,14 @@ pub(crate) fn call(name: &str, args: Vec<Value>) -> FnResult {
                 .map_err(|_| fail("the result of decoding the provided string is not valid UTF-8"))
         }
         "urlencode" => Ok(Value::String(query_escape(&string(&arg(0))?))),
-        "md5" => Ok(Value::String(digest::hex(&digest::md5(
+        "md5" => Ok(Value::String(digest::md5_hex(string(&arg(0))?.as_bytes()))),
+        "sha1" => Ok(Value::String(digest::sha1_hex(string(&arg(0))?.as_bytes()))),
+        "sha256" => Ok(Value::String(digest::sha256_hex(
             string(&arg(0))?.as_bytes(),
-        )))),
-        "sha1" => Ok(Value::String(digest::hex(&digest::sha1(
+        ))),
+        "sha512" => Ok(Value::String(digest::sha512_hex(
             string(&arg(0))?.as_bytes(),
-        )))),
-        "sha256" => Ok(Value::String(digest::hex(&digest::sha256(
-            string(&arg(0))?.as_bytes(),
-        )))),
-        "sha512" => Ok(Value::String(digest::hex(&digest::sha512(
-            string(&arg(0))?.as_bytes(),
-        )))),
+        ))),
         "uuidv4" => Ok(Value::String(uuid::Uuid::new_v4().to_string())),
         "uuidv5" => uuidv5(&string(&arg(0))?, &string(&arg(1))?),
         // Networks.
@@ -804,10 +800,10 @@ fn query_escape(text: &str) -> String {
 
 fn uuidv5(namespace: &str, name: &str) -> FnResult {
     let ns = match namespace {
-        "dns" => uuid::Uuid::from_u128(0x6ba7b810_9dad_11d1_80b4_00c04fd430c8),
-        "url" => uuid::Uuid::from_u128(0x6ba7b811_9dad_11d1_80b4_00c04fd430c8),
-        "oid" => uuid::Uuid::from_u128(0x6ba7b812_9dad_11d1_80b4_00c04fd430c8),
-        "x500" => uuid::Uuid::from_u128(0x6ba7b814_9dad_11d1_80b4_00c04fd430c8),
+        "dns" => uuid::Uuid::NAMESPACE_DNS,
+        "url" => uuid::Uuid::NAMESPACE_URL,
+        "oid" => uuid::Uuid::NAMESPACE_OID,
+        "x500" => uuid::Uuid::NAMESPACE_X500,
         other => uuid::Uuid::parse_str(other)
             .map_err(|e| fail(format!("uuidv5() doesn't support namespace {other} ({e})")))?,
     };
@@ -818,9 +814,8 @@ fn uuidv5(namespace: &str, name: &str) -> FnResult {
     for (dst, src) in bytes.iter_mut().zip(hash.iter()) {
         *dst = *src;
     }
-    bytes[6] = (bytes[6] & 0x0f) | 0x50;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    Ok(Value::String(uuid::Uuid::from_bytes(bytes).to_string()))
+    let uuid = uuid::Builder::from_sha1_bytes(bytes).into_uuid();
+    Ok(Value::String(uuid.to_string()))
 }
 
 /// RFC 4180 CSV with a header row, as go-cty's `csvdecode`.

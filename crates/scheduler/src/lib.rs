@@ -53,7 +53,7 @@ use storage::Storage;
 use tokio_util::sync::CancellationToken;
 
 pub use broker::Broker;
-pub use clock::now_nanos;
+pub(crate) use clock::now_nanos;
 pub use error::Error;
 pub use routes::router;
 pub use state::StateStore;
