@@ -4,7 +4,8 @@
 //!
 //! The agent talks to the server only over the server's HTTP API (the `/v1/internal/*` client
 //! endpoints, `server_client.rs`), whether it runs in the `cairn dev` process or as
-//! `cairn agent --servers ADDR`.
+//! `cairn agent --servers ADDR`. Of the server it links only the wire types
+//! (`scheduler-structs`), so its dependency tree has no axum, hcl-rs or imbl.
 //!
 //! Structure: [`run`] (or [`Agent::run`]) drives three loops concurrently and owns every task
 //! it starts: `node.rs` (fingerprint, register, heartbeat), `alloc_watcher.rs` (the blocking
