@@ -30,7 +30,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
@@ -38,6 +37,7 @@ use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use base64::Engine as _;
 use secrets_sdk::{EngineStorage, StorageError};
 use serde::{Deserialize, Serialize};
+use stdx::clock::SharedClock;
 use storage::{Compare, KeyRange, Op, Storage, Txn};
 use zeroize::Zeroizing;
 
@@ -115,6 +115,8 @@ pub(crate) struct Barrier {
     /// Set once `State::post_unseal` has finished (see [`Barrier::is_sealed`]).
     serving: AtomicBool,
     random: SystemRandom,
+    /// The service's clock (install times of keyring terms).
+    clock: SharedClock,
 }
 
 impl fmt::Debug for Barrier {
@@ -129,17 +131,24 @@ impl fmt::Debug for Barrier {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KeyStatus {
     pub(crate) term: u32,
+    /// Unix milliseconds.
     pub(crate) install_time_ms: u64,
 }
 
 impl Barrier {
-    pub(crate) fn new(storage: Arc<dyn Storage>) -> Barrier {
+    pub(crate) fn new(storage: Arc<dyn Storage>, clock: SharedClock) -> Barrier {
         Barrier {
             storage,
             unsealed: RwLock::new(None),
             serving: AtomicBool::new(false),
             random: SystemRandom::new(),
+            clock,
         }
+    }
+
+    /// Now, as keyring terms record it (Unix milliseconds).
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.clock.now_ms()).unwrap_or(0)
     }
 
     /// Whether requests must be refused with 503: true until the keys are loaded *and* the
@@ -194,7 +203,7 @@ impl Barrier {
             terms: vec![TermRecord {
                 term: 1,
                 key: b64(&data_key),
-                install_time_ms: now_ms(),
+                install_time_ms: self.now_ms(),
             }],
         };
         self.seal_keyring(&root, &record)
@@ -258,7 +267,7 @@ impl Barrier {
                     .collect(),
             };
             let next = state.keyring.active().map_or(1, |(t, _)| t + 1);
-            let install_time_ms = now_ms();
+            let install_time_ms = self.now_ms();
             let data_key = self.random_key()?;
             record.terms.push(TermRecord {
                 term: next,
@@ -603,45 +612,19 @@ fn json_err(err: serde_json::Error) -> Error {
     corrupt(KEYRING_KEY, err.to_string())
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// RFC 3339 UTC with milliseconds (`2024-05-01T12:00:00.123Z`) for unix milliseconds.
-pub(crate) fn rfc3339_ms(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use storage::{MemStorage, StorageExt};
 
     use super::*;
 
+    fn barrier_over(storage: Arc<dyn Storage>) -> Barrier {
+        Barrier::new(storage, Arc::new(stdx::clock::SystemClock))
+    }
+
     /// A barrier over `storage`, initialised (keyring stored) and unsealed; returns the root key.
     async fn open_barrier(storage: &Arc<dyn Storage>) -> (Arc<Barrier>, Zeroizing<Vec<u8>>) {
-        let barrier = Arc::new(Barrier::new(storage.clone()));
+        let barrier = Arc::new(barrier_over(storage.clone()));
         let root = barrier.random_key().unwrap();
         let keyring = barrier.fresh_keyring(&root).unwrap();
         storage.put(KEYRING_KEY.as_bytes(), &keyring).await.unwrap();
@@ -816,7 +799,7 @@ mod tests {
         );
 
         // A second barrier (another node, or a restart) over the same store.
-        let other = Barrier::new(storage.clone());
+        let other = barrier_over(storage.clone());
         assert!(other.unseal(&root).await.unwrap());
         assert_eq!(other.key_status().unwrap().term, 2);
         assert_eq!(
@@ -831,7 +814,7 @@ mod tests {
             Some(&b"term 3"[..])
         );
         // And a rotation from a node with a stale keyring retries on top of the latest.
-        let stale = Barrier::new(storage.clone());
+        let stale = barrier_over(storage.clone());
         assert!(stale.unseal(&root).await.unwrap());
         barrier.rotate().await.unwrap();
         assert_eq!(stale.rotate().await.unwrap().term, 5);
@@ -852,7 +835,7 @@ mod tests {
         assert_eq!(barrier.get("nothing").await.unwrap(), None);
         barrier.set_serving(true);
         assert!(!barrier.is_sealed());
-        let uninitialized = Barrier::new(mem());
+        let uninitialized = barrier_over(mem());
         assert!(matches!(
             uninitialized.unseal(&root).await,
             Err(Error::InitState(_))
@@ -903,7 +886,7 @@ mod tests {
         // And the data is really there: reopen and read it back.
         let storage: Arc<dyn Storage> =
             Arc::new(storage_redb::RedbStorage::open(&dir.path().join("data.redb")).unwrap());
-        let barrier = Barrier::new(storage.clone());
+        let barrier = barrier_over(storage.clone());
         assert!(barrier.unseal(&root).await.unwrap());
         assert_eq!(
             barrier.get("logical/kv/item0").await.unwrap(),
@@ -914,12 +897,5 @@ mod tests {
             Some(secret_values[49].as_bytes().to_vec())
         );
         storage.close().await.unwrap();
-    }
-
-    #[test]
-    fn rfc3339_formats_known_instants() {
-        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339_ms(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
     }
 }

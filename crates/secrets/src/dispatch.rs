@@ -246,7 +246,7 @@ async fn respond(
                 .tokens()
                 .create_for_login(state, mount, &auth, Some(entity_id))
                 .await?;
-            auth_json = tokens::auth_json(&token);
+            auth_json = tokens::auth_json(&token, state.now_ms());
         } else {
             tracing::warn!(
                 message = "A backend that is not an auth method returned a login; ignored.",

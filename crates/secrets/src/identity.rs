@@ -25,12 +25,13 @@ use std::collections::BTreeMap;
 use secrets_sdk::{Data, Operation, Request, Response, fields};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use stdx::hex;
+use stdx::time::format_rfc3339_millis;
 use tokio::sync::Mutex;
 
 use crate::mounts::MountEntry;
 use crate::request::RequestContext;
-use crate::tokens::store::{self as kv, hex};
-use crate::tokens::time::rfc3339;
+use crate::tokens::store as kv;
 use crate::{Error, State};
 
 const ENTITY_PREFIX: &str = "identity/entity/";
@@ -75,7 +76,7 @@ fn bad(msg: impl Into<String>) -> Error {
 }
 
 fn now(state: &State) -> i64 {
-    state.tokens().now_ms()
+    state.now_ms()
 }
 
 fn entity_key(id: &str) -> String {
@@ -87,14 +88,14 @@ fn alias_key(id: &str) -> String {
 }
 
 fn name_key(name: &str) -> String {
-    format!("{ENTITY_NAME_PREFIX}{}", hex(name.as_bytes()))
+    format!("{ENTITY_NAME_PREFIX}{}", hex::encode(name.as_bytes()))
 }
 
 fn alias_index_key(accessor: &str, name: &str) -> String {
     format!(
         "{ALIAS_INDEX_PREFIX}{}/{}",
-        hex(accessor.as_bytes()),
-        hex(name.as_bytes())
+        hex::encode(accessor.as_bytes()),
+        hex::encode(name.as_bytes())
     )
 }
 
@@ -254,8 +255,8 @@ fn alias_json(alias: &Alias) -> Value {
         "mount_type": alias.mount_type,
         "metadata": opt_map(&alias.metadata),
         "custom_metadata": alias.custom_metadata,
-        "creation_time": rfc3339(alias.creation_time),
-        "last_update_time": rfc3339(alias.last_update_time),
+        "creation_time": format_rfc3339_millis(alias.creation_time),
+        "last_update_time": format_rfc3339_millis(alias.last_update_time),
         "merged_from_canonical_ids": Value::Null,
         "namespace_id": "root",
         "local": false,
@@ -275,8 +276,8 @@ async fn entity_response(state: &State, entity: &Entity) -> Result<Response, Err
         "policies": entity.policies,
         "metadata": opt_map(&entity.metadata),
         "disabled": entity.disabled,
-        "creation_time": rfc3339(entity.creation_time),
-        "last_update_time": rfc3339(entity.last_update_time),
+        "creation_time": format_rfc3339_millis(entity.creation_time),
+        "last_update_time": format_rfc3339_millis(entity.last_update_time),
         "direct_group_ids": [],
         "group_ids": [],
         "inherited_group_ids": [],

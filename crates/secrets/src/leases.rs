@@ -11,14 +11,17 @@
 //!
 //! Timers: one in-memory deadline heap (unix milliseconds, lazily invalidated: the map `due`
 //! holds each lease's current deadline and heap entries that disagree are stale) woken through
-//! a `Notify`; [`run`] sleeps until the earliest deadline and revokes what is due. A failed
-//! revocation is retried after `(1<<attempt) * retry_base ± 50%` (`retry_base` is 10 s, as
-//! upstream; tests shrink it); after [`MAX_REVOKE_ATTEMPTS`] failures the lease is marked
-//! irrevocable, kept in storage (listable, `revoke-force` removes it) and gets no more timers.
+//! a `Notify`; [`run`] sleeps until the earliest deadline and revokes what is due. Deadlines
+//! are read on the service's one clock (`State::now_ms`), and the loop re-checks when a test
+//! moves a manual clock. A failed revocation is retried after
+//! `(1<<attempt) * retry_base ± 50%` (`retry_base` is 10 s, as upstream; tests shrink it);
+//! after [`MAX_REVOKE_ATTEMPTS`] failures the lease is marked irrevocable, kept in storage
+//! (listable, `revoke-force` removes it) and gets no more timers.
 //!
 //! Invariants:
-//! - The stored entry is the truth; memory holds only deadlines. `load` (after unseal) rebuilds
-//!   every timer from storage, `clear` (on seal) drops them all.
+//! - The stored entry is the truth; memory holds only deadlines. `load` (after unseal, and
+//!   whenever [`run`] starts on a new leader) rebuilds every timer from storage, `clear` (on
+//!   seal) drops them all.
 //! - An entry is deleted only after its engine's `revoke` succeeded, or on `revoke-force`, or
 //!   when the mount that issued it no longer exists (nothing left to revoke through).
 //! - A granted TTL never exceeds the lease's max TTL, the mount's max or the system max (768h, `mounts::SYSTEM_MAX_LEASE_TTL`).
@@ -27,11 +30,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rand::Rng;
 use secrets_sdk::{Data, Lease, LeaseOptions};
 use serde::{Deserialize, Serialize};
+use stdx::time::format_rfc3339_millis;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -100,9 +104,9 @@ impl LeaseEntry {
     pub(crate) fn lookup_json(&self, now: i64) -> serde_json::Value {
         serde_json::json!({
             "id": self.lease_id,
-            "issue_time": rfc3339(self.issue_time),
-            "expire_time": rfc3339(self.expire_time),
-            "last_renewal": self.last_renewal.map(rfc3339),
+            "issue_time": format_rfc3339_millis(self.issue_time),
+            "expire_time": format_rfc3339_millis(self.expire_time),
+            "last_renewal": self.last_renewal.map(format_rfc3339_millis),
             "renewable": self.renewable && !self.irrevocable,
             "ttl": self.remaining(now),
         })
@@ -223,8 +227,10 @@ impl ExpirationManager {
         self.timers().due.len()
     }
 
-    /// Rebuilds every timer from storage (after unseal or restart). Expired leases become due
-    /// at once; irrevocable ones get no timer.
+    /// Rebuilds every timer from storage (after unseal or restart, and when the expiry loop
+    /// starts). Expired leases become due at once; irrevocable ones get no timer. Timers set
+    /// meanwhile are kept, and where two disagree the earlier wins: a timer that fires early
+    /// only re-reads its lease, one that fires late would keep a secret alive.
     pub(crate) async fn load(&self, state: &State) -> Result<(), Error> {
         let entries = state.barrier().scan(ID_PREFIX).await?;
         let mut loaded = Vec::with_capacity(entries.len());
@@ -236,8 +242,11 @@ impl ExpirationManager {
         }
         {
             let mut timers = self.timers();
-            *timers = Timers::default();
             for (id, deadline) in loaded {
+                let deadline = timers
+                    .due
+                    .get(&id)
+                    .map_or(deadline, |set| deadline.min(*set));
                 timers.due.insert(id.clone(), deadline);
                 timers.heap.push(Reverse((deadline, id)));
             }
@@ -276,7 +285,7 @@ impl ExpirationManager {
         }
         .min(max_ttl);
         let lease_id = format!("{}/{}", request_path.trim_matches('/'), random_base62(24));
-        let now = now_ms();
+        let now = state.now_ms();
         let entry = LeaseEntry {
             version: 1,
             lease_id: lease_id.clone(),
@@ -344,7 +353,7 @@ impl ExpirationManager {
     ) -> Result<(LeaseEntry, Option<String>), Error> {
         let not_found = || Error::InvalidParameter("lease not found".to_owned());
         let mut entry = self.lookup(state, lease_id).await?.ok_or_else(not_found)?;
-        let now = now_ms();
+        let now = state.now_ms();
         if entry.irrevocable || entry.expire_time <= now {
             return Err(Error::InvalidParameter("lease expired".to_owned()));
         }
@@ -511,7 +520,7 @@ impl ExpirationManager {
         if entry.irrevocable {
             return Ok(());
         }
-        let now = now_ms();
+        let now = state.now_ms();
         if entry.expire_time > now && entry.revoke_attempts == 0 {
             self.schedule(lease_id, entry.expire_time);
             return Ok(());
@@ -541,7 +550,10 @@ impl ExpirationManager {
         } else {
             self.store(state, &entry).await?;
             let delay = self.backoff(attempt);
-            self.schedule(&entry.lease_id, now_ms().saturating_add(duration_ms(delay)));
+            self.schedule(
+                &entry.lease_id,
+                state.now_ms().saturating_add(duration_ms(delay)),
+            );
         }
         Ok(())
     }
@@ -578,29 +590,45 @@ impl ExpirationManager {
     }
 }
 
-/// The timer loop: sleeps until the earliest deadline (or a change), revokes what is due with
-/// bounded concurrency, runs the token store's expiry pass every second, and stops at
-/// `shutdown` after the revocations in flight end.
-pub(crate) async fn run(state: State, shutdown: CancellationToken) {
+/// The timer loop (a leader loop, started by `start_tasks`): rebuilds every lease timer and
+/// the token expiry index from storage (when unsealed), then sleeps until the earliest
+/// deadline, a change, or a jump of the clock, revokes what is due with bounded concurrency,
+/// runs the token store's expiry pass every second (and after a jump), and stops at `term`
+/// after the revocations in flight end.
+pub(crate) async fn run(state: State, term: CancellationToken) {
+    if state.seal().is_unsealed() {
+        // A new leader may hold stale timers, or none: storage is the truth.
+        if let Err(err) = rebuild(&state).await {
+            tracing::warn!(error = %err, "rebuilding lease and token timers failed");
+        }
+    }
     let manager = state.leases();
+    // The system clock never jumps: its stand-in is a `Notify` nobody fires.
+    let clock_jumped = state
+        .clock()
+        .jumped()
+        .unwrap_or_else(|| std::sync::Arc::new(Notify::new()));
     let mut in_flight: JoinSet<()> = JoinSet::new();
     let mut token_tidy = tokio::time::interval(TOKEN_TIDY_INTERVAL);
     token_tidy.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Registered before reading the clock, so a jump from now on is not missed.
+        let jumped = clock_jumped.notified();
+        tokio::pin!(jumped);
+        jumped.as_mut().enable();
         while in_flight.try_join_next().is_some() {}
+        let now = state.now_ms();
         let wait = match manager.next_deadline() {
-            Some(deadline) => {
-                Duration::from_millis(u64::try_from(deadline - now_ms()).unwrap_or(0))
-            }
+            Some(deadline) => Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0)),
             None => Duration::from_secs(3600),
         };
         if wait.is_zero() && in_flight.len() < MAX_CONCURRENT_REVOKES {
             let room = MAX_CONCURRENT_REVOKES - in_flight.len();
-            let mut due = manager.take_due(now_ms());
+            let mut due = manager.take_due(now);
             let later = due.split_off(due.len().min(room));
             for id in later {
                 // Over the concurrency bound: back on the heap, due now.
-                manager.schedule(&id, now_ms());
+                manager.schedule(&id, now);
             }
             for id in due {
                 let state = state.clone();
@@ -617,22 +645,29 @@ pub(crate) async fn run(state: State, shutdown: CancellationToken) {
         } else {
             wait
         };
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            () = manager.notify.notified() => {}
-            () = tokio::time::sleep(wait) => {}
-            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
-            _ = token_tidy.tick() => {
-                // Expired and used-up tokens: revoked with their subtrees and leases.
-                if state.seal().is_unsealed()
-                    && let Err(err) = crate::tokens::tidy(&state).await
-                {
-                    tracing::warn!(error = %err, "token expiry pass failed");
-                }
-            }
+        let tidy_tokens = tokio::select! {
+            () = term.cancelled() => break,
+            () = manager.notify.notified() => false,
+            () = tokio::time::sleep(wait) => false,
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => false,
+            _ = token_tidy.tick() => true,
+            () = &mut jumped => true,
+        };
+        // Expired and used-up tokens: revoked with their subtrees and leases.
+        if tidy_tokens
+            && state.seal().is_unsealed()
+            && let Err(err) = crate::tokens::tidy(&state).await
+        {
+            tracing::warn!(error = %err, "token expiry pass failed");
         }
     }
     while in_flight.join_next().await.is_some() {}
+}
+
+/// Every expiry timer from storage: the leases' and the tokens'.
+async fn rebuild(state: &State) -> Result<(), Error> {
+    state.leases().load(state).await?;
+    state.tokens().load(state).await
 }
 
 /// The mount that issued a lease (found by uuid, so a tuned mount is seen as it is now) and
@@ -662,7 +697,7 @@ async fn revoke_in_engine(state: &State, entry: &LeaseEntry) -> Result<(), Error
         return Ok(());
     };
     engine
-        .revoke(&sdk_lease(entry, now_ms(), None))
+        .revoke(&sdk_lease(entry, state.now_ms(), None))
         .await
         .map_err(Error::from)
 }
@@ -705,50 +740,13 @@ fn random_base62(len: usize) -> String {
         .collect()
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// Unix milliseconds as RFC 3339 in UTC (`2024-05-01T12:00:00.123Z`).
-pub(crate) fn rfc3339(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_formats_utc_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339(1_718_454_245_000), "2024-06-15T12:24:05.000Z");
-    }
 
     #[test]
     fn backoff_doubles_with_jitter_within_half() {
@@ -796,6 +794,7 @@ mod manager_tests {
 
     use async_trait::async_trait;
     use secrets_sdk::{Engine, EngineError, Request, Response};
+    use stdx::clock::ManualClock;
     use storage::{MemStorage, Storage};
 
     use super::*;
@@ -841,15 +840,14 @@ mod manager_tests {
     }
 
     async fn open(storage: Arc<dyn Storage>, key_file: Option<std::path::PathBuf>) -> State {
-        State::open(
-            storage,
-            Config {
-                dev_root_token: Some("root".to_owned()),
-                dev_unseal_key_file: key_file,
-            },
-        )
-        .await
-        .unwrap()
+        State::open(storage, dev_config(key_file)).await.unwrap()
+    }
+
+    fn dev_config(key_file: Option<std::path::PathBuf>) -> Config {
+        Config {
+            dev_root_token: Some("root".to_owned()),
+            dev_unseal_key_file: key_file,
+        }
     }
 
     async fn fixture_on(state: State, mount_at: &str, default: u64, max: u64) -> Fixture {
@@ -889,6 +887,19 @@ mod manager_tests {
         fixture_on(state, "leasing/", default, max).await
     }
 
+    /// [`fixture`] on a manual clock.
+    async fn fixture_on_clock(default: u64, max: u64) -> (Fixture, ManualClock) {
+        let clock = ManualClock::at_system_time();
+        let state = State::open_with_clock(
+            Arc::new(MemStorage::new()),
+            dev_config(None),
+            Arc::new(clock.clone()),
+        )
+        .await
+        .unwrap();
+        (fixture_on(state, "leasing/", default, max).await, clock)
+    }
+
     fn lease(ttl: Duration) -> LeaseOptions {
         let mut internal = Data::new();
         internal.insert("username".to_owned(), "v-alice".into());
@@ -909,10 +920,12 @@ mod manager_tests {
                 .unwrap()
         }
 
-        fn start(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-            let shutdown = CancellationToken::new();
-            let task = tokio::spawn(run(self.state.clone(), shutdown.clone()));
-            (shutdown, task)
+        /// Starts the service's background loops as `cairn` does; stop them with
+        /// `shutdown_and_wait`.
+        fn start(&self) -> cluster::Runner {
+            let runner = cluster::Runner::embedded(CancellationToken::new());
+            crate::start_tasks(&self.state, &runner);
+            runner
         }
 
         async fn stored(&self, lease_id: &str) -> Option<LeaseEntry> {
@@ -998,7 +1011,7 @@ mod manager_tests {
         let (long, _) = f
             .register("leasing/creds/ro", &lease(Duration::from_secs(3600)))
             .await;
-        let (shutdown, task) = f.start();
+        let runner = f.start();
         eventually("the engine's revoke", async || f.engine.revokes() == 1).await;
         eventually("the record's removal", async || {
             f.stored(&short).await.is_none()
@@ -1012,8 +1025,51 @@ mod manager_tests {
         );
         assert!(f.stored(&long).await.is_some());
         assert_eq!(f.state.leases().pending(), 1);
-        shutdown.cancel();
-        task.await.unwrap();
+        runner.shutdown_and_wait().await;
+    }
+
+    #[tokio::test]
+    async fn advancing_the_one_clock_expires_both_a_token_and_a_lease() {
+        let (f, clock) = fixture_on_clock(3600, 7200).await;
+        let (lease_id, _) = f
+            .register("leasing/creds/ro", &lease(Duration::from_secs(3600)))
+            .await;
+        let (status, created) = http(
+            &f.state,
+            "POST",
+            "/v1/auth/token/create",
+            serde_json::json!({"ttl": "1h"}),
+        )
+        .await;
+        assert_eq!(status, http::StatusCode::OK, "{created}");
+        let token = created["auth"]["client_token"].as_str().unwrap().to_owned();
+        let tokens = f.state.tokens();
+        let runner = f.start();
+
+        clock.advance(Duration::from_secs(3599));
+        assert!(tokens.lookup(&f.state, &token).await.unwrap().is_some());
+        assert!(f.stored(&lease_id).await.is_some());
+        assert_eq!(f.engine.revokes(), 0);
+
+        clock.advance(Duration::from_secs(2));
+        assert!(
+            tokens.lookup(&f.state, &token).await.unwrap().is_none(),
+            "the token's lookup reads the same clock"
+        );
+        eventually("the lease's revocation", async || {
+            f.stored(&lease_id).await.is_none()
+        })
+        .await;
+        assert_eq!(f.engine.revokes(), 1);
+        eventually("the token's revocation", async || {
+            let hash = crate::tokens::store::hash_id(&token);
+            crate::tokens::store::get(&f.state, &crate::tokens::store::id_key(&hash))
+                .await
+                .unwrap()
+                .is_none()
+        })
+        .await;
+        runner.shutdown_and_wait().await;
     }
 
     #[tokio::test]
@@ -1024,7 +1080,7 @@ mod manager_tests {
         let (id, _) = f
             .register("leasing/creds/ro", &lease(Duration::from_millis(50)))
             .await;
-        let (shutdown, task) = f.start();
+        let runner = f.start();
         eventually("irrevocable", async || {
             f.stored(&id).await.is_some_and(|e| e.irrevocable)
         })
@@ -1046,12 +1102,11 @@ mod manager_tests {
             .await
             .unwrap();
         assert!(f.stored(&id).await.is_none());
-        shutdown.cancel();
-        task.await.unwrap();
+        runner.shutdown_and_wait().await;
     }
 
     async fn entry_lookup(f: &Fixture, id: &str) -> serde_json::Value {
-        f.stored(id).await.unwrap().lookup_json(now_ms())
+        f.stored(id).await.unwrap().lookup_json(f.state.now_ms())
     }
 
     #[tokio::test]
@@ -1148,10 +1203,9 @@ mod manager_tests {
             .unwrap();
         assert_eq!(f.stored(&id).await.unwrap().revoke_attempts, 1);
         f.engine.fail.store(false, Ordering::SeqCst);
-        let (shutdown, task) = f.start();
+        let runner = f.start();
         eventually("the retry", async || f.stored(&id).await.is_none()).await;
-        shutdown.cancel();
-        task.await.unwrap();
+        runner.shutdown_and_wait().await;
     }
 
     #[tokio::test]
@@ -1244,20 +1298,19 @@ mod manager_tests {
             before,
             "deadline kept"
         );
-        let (shutdown, task) = second.start();
+        let runner = second.start();
         eventually("the expiry after restart", async || {
             second.stored(&soon).await.is_none()
         })
         .await;
-        let revoked_at = now_ms();
+        let revoked_at = second.state.now_ms();
         assert!(
             revoked_at >= soon_before.issue_time + 400,
             "not before its deadline"
         );
         assert_eq!(second.engine.revokes(), 1);
         assert!(second.stored(&later).await.is_some());
-        shutdown.cancel();
-        task.await.unwrap();
+        runner.shutdown_and_wait().await;
     }
 
     async fn http(

@@ -17,7 +17,10 @@
 //! - Nothing this crate writes reaches the store unencrypted, except the seal configuration
 //!   and the encrypted keyring; every key starts with `secrets/`.
 //! - Engines see only their mount's barrier view, through `secrets-sdk`.
-//! - Every lease and token expiry is rebuilt from storage after a restart and unseal.
+//! - Every lease and token expiry is rebuilt from storage after a restart and unseal, and
+//!   again whenever the expiry loop starts (this server gained leadership).
+//! - One clock ([`State::open_with_clock`]; the system clock by default) stamps and expires
+//!   everything: tokens, leases, policies and the keyring's install times.
 //! - The secrets crate never depends on another service crate.
 
 mod barrier;
@@ -38,8 +41,8 @@ mod userpass;
 
 use std::sync::Arc;
 
+use stdx::clock::{SharedClock, SystemClock};
 use storage::Storage;
-use tokio_util::sync::CancellationToken;
 
 pub use error::Error;
 pub use routes::router;
@@ -72,6 +75,7 @@ pub struct State {
 struct Inner {
     cluster: store::ClusterIdentity,
     config: Config,
+    clock: SharedClock,
     barrier: Arc<barrier::Barrier>,
     seal: seal::Seal,
     mounts: mounts::MountTable,
@@ -81,11 +85,21 @@ struct Inner {
 }
 
 impl State {
-    /// Loads (or, on first start, creates and persists) the service's state. In dev mode the
-    /// store is initialised and unsealed here.
+    /// Loads (or, on first start, creates and persists) the service's state, on the system
+    /// clock. In dev mode the store is initialised and unsealed here.
     pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<State, Error> {
+        State::open_with_clock(storage, config, Arc::new(SystemClock)).await
+    }
+
+    /// [`State::open`] on `clock`: tests pass a `ManualClock` to move token, lease and policy
+    /// time together.
+    pub async fn open_with_clock(
+        storage: Arc<dyn Storage>,
+        config: Config,
+        clock: SharedClock,
+    ) -> Result<State, Error> {
         let cluster = store::load_or_create_cluster(storage.as_ref()).await?;
-        let barrier = Arc::new(barrier::Barrier::new(storage.clone()));
+        let barrier = Arc::new(barrier::Barrier::new(storage.clone(), clock.clone()));
         let state = State {
             inner: Arc::new(Inner {
                 seal: seal::Seal::new(storage.clone(), barrier.clone()),
@@ -95,6 +109,7 @@ impl State {
                 leases: leases::ExpirationManager::default(),
                 cluster,
                 config,
+                clock,
                 barrier,
             }),
         };
@@ -128,6 +143,15 @@ impl State {
         &self.inner.config
     }
 
+    /// The one clock: now, in Unix milliseconds.
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    pub(crate) fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
     pub(crate) fn cluster(&self) -> &store::ClusterIdentity {
         &self.inner.cluster
     }
@@ -157,7 +181,12 @@ impl State {
     }
 }
 
-/// Runs the secrets service's background loops (lease and token expiry) until `shutdown`.
-pub async fn run_tasks(state: State, shutdown: CancellationToken) {
-    leases::run(state, shutdown).await;
+/// Registers the secrets service's background work with `runner` and returns at once: one
+/// cluster-wide loop (lease expiry and token tidy, `leases::run`) that runs while this server
+/// leads and rebuilds its timers from storage each time it starts.
+pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    let state = state.clone();
+    runner.leader_loop("secrets lease expiry and token tidy", move |term| {
+        leases::run(state.clone(), term)
+    });
 }

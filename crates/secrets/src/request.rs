@@ -98,7 +98,7 @@ pub(crate) async fn parse(request: Request) -> Result<LogicalRequest, Error> {
         "GET" => {
             let mut pairs = query_pairs(&query)?;
             let list = match pairs.iter().find(|(k, _)| k == "list") {
-                Some((_, raw)) => http_kit::parse_bool(raw).ok_or_else(|| {
+                Some((_, raw)) => stdx::strconv::parse_bool(raw).ok_or_else(|| {
                     Error::InvalidParameter(format!("invalid value for \"list\": {raw:?}"))
                 })?,
                 None => false,

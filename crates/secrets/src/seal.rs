@@ -30,6 +30,7 @@ use base64::Engine as _;
 use http_kit::RawBody;
 use secrets_sdk::{Data, fields};
 use serde::{Deserialize, Serialize};
+use stdx::hex;
 use storage::{Compare, KeyRange, Op, Storage, Txn};
 use zeroize::Zeroizing;
 
@@ -284,7 +285,7 @@ impl Seal {
             }
         };
         Ok(InitResponse {
-            keys: initialized.shares.iter().map(|s| hex(s)).collect(),
+            keys: initialized.shares.iter().map(|s| hex::encode(s)).collect(),
             keys_base64: initialized
                 .shares
                 .iter()
@@ -419,7 +420,7 @@ async fn read_key_file(path: &std::path::Path) -> Result<Zeroizing<Vec<u8>>, Err
             path.display()
         ))
     })?);
-    unhex(text.trim()).map(Zeroizing::new).ok_or_else(|| {
+    hex::decode(text.trim()).map(Zeroizing::new).ok_or_else(|| {
         Error::InitState(format!(
             "dev mode: the unseal key file {} is not hex",
             path.display()
@@ -451,7 +452,7 @@ async fn write_key_file(path: &std::path::Path, key: &[u8]) -> Result<(), Error>
             .await
             .map_err(io_err)?;
     }
-    let text = Zeroizing::new(format!("{}\n", hex(key)));
+    let text = Zeroizing::new(format!("{}\n", hex::encode(key)));
     file.write_all(text.as_bytes()).await.map_err(io_err)?;
     file.sync_all().await.map_err(io_err)?;
     drop(file);
@@ -466,29 +467,10 @@ fn already_initialized() -> Error {
 /// Reported as `build_date` (no build timestamp is embedded, so builds stay reproducible).
 const BUILD_DATE: &str = "1970-01-01T00:00:00Z";
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 /// A share as clients send it: hex, or base64 when it is not hex of a plausible length
 /// (Vault's rule, so a base64 string that happens to be valid hex still works).
 fn decode_share(text: &str) -> Result<Zeroizing<Vec<u8>>, Error> {
-    if let Some(bytes) = unhex(text)
+    if let Some(bytes) = hex::decode(text)
         && (16..=KEY_LEN + 1).contains(&bytes.len())
     {
         return Ok(Zeroizing::new(bytes));
@@ -650,18 +632,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hex_round_trips_and_rejects_garbage() {
-        assert_eq!(hex(&[0, 1, 0xab, 0xff]), "0001abff");
-        assert_eq!(unhex("0001abff"), Some(vec![0, 1, 0xab, 0xff]));
-        assert_eq!(unhex("0g"), None);
-        assert_eq!(unhex("abc"), None);
-        assert_eq!(unhex("é1"), None);
-    }
-
-    #[test]
     fn shares_decode_from_hex_or_base64() {
         let raw: Vec<u8> = (1..=33).collect();
-        assert_eq!(decode_share(&hex(&raw)).unwrap().as_slice(), raw.as_slice());
+        assert_eq!(
+            decode_share(&hex::encode(&raw)).unwrap().as_slice(),
+            raw.as_slice()
+        );
         let b64 = base64::engine::general_purpose::STANDARD.encode(&raw);
         assert_eq!(decode_share(&b64).unwrap().as_slice(), raw.as_slice());
         assert!(decode_share("!!!").is_err());

@@ -32,6 +32,7 @@ use secrets_sdk::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use stdx::hex;
 
 const ITERATIONS: u32 = 600_000;
 const SALT_LEN: usize = 16;
@@ -65,20 +66,6 @@ fn bad(msg: impl Into<String>) -> EngineError {
     EngineError::BadRequest(msg.into())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    crate::tokens::store::hex(bytes)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 fn hash_password(password: &str) -> Result<String, EngineError> {
     let mut salt = [0u8; SALT_LEN];
     aws_lc_rs::rand::fill(&mut salt).map_err(|_| EngineError::Internal("no randomness".into()))?;
@@ -93,8 +80,8 @@ fn hash_password(password: &str) -> Result<String, EngineError> {
     );
     Ok(format!(
         "pbkdf2-sha256${ITERATIONS}${}${}",
-        hex(&salt),
-        hex(&out)
+        hex::encode(&salt),
+        hex::encode(&out)
     ))
 }
 
@@ -105,8 +92,8 @@ fn verify_password(stored: Option<&str>, password: &str) -> bool {
         let mut parts = s.split('$');
         let scheme = parts.next()?;
         let iterations: u32 = parts.next()?.parse().ok()?;
-        let salt = unhex(parts.next()?)?;
-        let hash = unhex(parts.next()?)?;
+        let salt = hex::decode(parts.next()?)?;
+        let hash = hex::decode(parts.next()?)?;
         (scheme == "pbkdf2-sha256").then_some((NonZeroU32::new(iterations)?, salt, hash))
     });
     let (iterations, salt, hash, real) = match parsed {

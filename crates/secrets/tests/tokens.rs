@@ -9,27 +9,14 @@ use std::time::Duration;
 
 use axum::Router;
 use http::StatusCode;
-use secrets::{Config, State};
 use serde_json::{Value, json};
 use storage::{MemStorage, Storage};
-use support::call;
+use support::{call, create_token, dev_over, put_policy};
 
 const ROOT: &str = "root-token-for-tests";
 
-async fn dev_state(storage: Arc<dyn Storage>, key_file: Option<std::path::PathBuf>) -> State {
-    let config = Config {
-        dev_root_token: Some(ROOT.to_owned()),
-        dev_unseal_key_file: key_file,
-    };
-    State::open(storage, config).await.unwrap()
-}
-
-async fn dev_over(storage: Arc<dyn Storage>, key_file: Option<std::path::PathBuf>) -> Router {
-    secrets::router(dev_state(storage, key_file).await)
-}
-
 async fn dev() -> Router {
-    dev_over(Arc::new(MemStorage::new()), None).await
+    support::dev(ROOT).await
 }
 
 async fn create(app: &Router, token: &str, body: Value) -> (StatusCode, Value) {
@@ -43,30 +30,8 @@ async fn create(app: &Router, token: &str, body: Value) -> (StatusCode, Value) {
     .await
 }
 
-/// Creates a token and returns (client_token, accessor).
-async fn create_ok(app: &Router, token: &str, body: Value) -> (String, String) {
-    let (status, body) = create(app, token, body).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    (
-        body["auth"]["client_token"].as_str().unwrap().to_owned(),
-        body["auth"]["accessor"].as_str().unwrap().to_owned(),
-    )
-}
-
 async fn lookup_self(app: &Router, token: &str) -> (StatusCode, Value) {
     call(app, "GET", "/v1/auth/token/lookup-self", Some(token), None).await
-}
-
-async fn policy(app: &Router, name: &str, rules: &str) {
-    let (status, body) = call(
-        app,
-        "PUT",
-        &format!("/v1/sys/policies/acl/{name}"),
-        Some(ROOT),
-        Some(json!({ "policy": rules })),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
 }
 
 #[tokio::test]
@@ -147,9 +112,9 @@ async fn root_token_lookup_matches_vault() {
 #[tokio::test]
 async fn revoking_a_parent_revokes_its_children_but_revoke_orphan_keeps_them() {
     let app = dev().await;
-    let (parent, _) = create_ok(&app, ROOT, json!({})).await;
-    let (child, _) = create_ok(&app, &parent, json!({})).await;
-    let (grandchild, _) = create_ok(&app, &child, json!({})).await;
+    let (parent, _) = create_token(&app, ROOT, json!({})).await;
+    let (child, _) = create_token(&app, &parent, json!({})).await;
+    let (grandchild, _) = create_token(&app, &child, json!({})).await;
     let (status, _) = call(
         &app,
         "POST",
@@ -163,8 +128,8 @@ async fn revoking_a_parent_revokes_its_children_but_revoke_orphan_keeps_them() {
         assert_eq!(lookup_self(&app, token).await.0, StatusCode::FORBIDDEN);
     }
 
-    let (parent, _) = create_ok(&app, ROOT, json!({})).await;
-    let (child, _) = create_ok(&app, &parent, json!({})).await;
+    let (parent, _) = create_token(&app, ROOT, json!({})).await;
+    let (child, _) = create_token(&app, &parent, json!({})).await;
     let (status, _) = call(
         &app,
         "POST",
@@ -190,7 +155,7 @@ async fn revoking_a_parent_revokes_its_children_but_revoke_orphan_keeps_them() {
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(lookup_self(&app, &child).await.0, StatusCode::FORBIDDEN);
-    let (token, accessor) = create_ok(&app, ROOT, json!({})).await;
+    let (token, accessor) = create_token(&app, ROOT, json!({})).await;
     let (status, _) = call(
         &app,
         "POST",
@@ -206,13 +171,14 @@ async fn revoking_a_parent_revokes_its_children_but_revoke_orphan_keeps_them() {
 #[tokio::test]
 async fn orphans_have_no_parent_and_no_parent_needs_sudo() {
     let app = dev().await;
-    policy(
+    put_policy(
         &app,
+        ROOT,
         "maker",
         r#"path "auth/token/*" { capabilities = ["create", "update", "read"] }"#,
     )
     .await;
-    let (maker, _) = create_ok(&app, ROOT, json!({"policies": ["maker"]})).await;
+    let (maker, _) = create_token(&app, ROOT, json!({"policies": ["maker"]})).await;
     let (status, body) = create(&app, &maker, json!({"no_parent": true})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(
@@ -266,19 +232,21 @@ async fn orphans_have_no_parent_and_no_parent_needs_sudo() {
 #[tokio::test]
 async fn non_root_parents_grant_only_a_subset_of_their_policies() {
     let app = dev().await;
-    policy(
+    put_policy(
         &app,
+        ROOT,
         "maker",
         r#"path "auth/token/create" { capabilities = ["update"] }"#,
     )
     .await;
-    policy(
+    put_policy(
         &app,
+        ROOT,
         "other",
         r#"path "secret/*" { capabilities = ["read"] }"#,
     )
     .await;
-    let (maker, _) = create_ok(&app, ROOT, json!({"policies": ["maker"]})).await;
+    let (maker, _) = create_token(&app, ROOT, json!({"policies": ["maker"]})).await;
     let (status, body) = create(&app, &maker, json!({"policies": ["other"]})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["errors"][0], "child policies must be subset of parent");
@@ -389,7 +357,7 @@ async fn roles_crud_and_role_tokens_follow_the_role() {
 #[tokio::test]
 async fn num_uses_limits_how_often_a_token_works() {
     let app = dev().await;
-    let (token, _) = create_ok(&app, ROOT, json!({"num_uses": 2})).await;
+    let (token, _) = create_token(&app, ROOT, json!({"num_uses": 2})).await;
     let (status, body) = lookup_self(&app, &token).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["data"]["num_uses"], 1);
@@ -403,7 +371,7 @@ async fn num_uses_limits_how_often_a_token_works() {
 async fn renew_extends_within_the_max_and_respects_renewable() {
     let app = dev().await;
     let (token, accessor) =
-        create_ok(&app, ROOT, json!({"ttl": "10m", "explicit_max_ttl": "1h"})).await;
+        create_token(&app, ROOT, json!({"ttl": "10m", "explicit_max_ttl": "1h"})).await;
     let (status, body) = call(
         &app,
         "POST",
@@ -443,7 +411,7 @@ async fn renew_extends_within_the_max_and_respects_renewable() {
     let (_, body) = lookup_self(&app, &token).await;
     assert!(body["data"]["last_renewal"].is_string());
 
-    let (fixed, _) = create_ok(&app, ROOT, json!({"renewable": false})).await;
+    let (fixed, _) = create_token(&app, ROOT, json!({"renewable": false})).await;
     let (status, body) = call(
         &app,
         "POST",
@@ -459,8 +427,8 @@ async fn renew_extends_within_the_max_and_respects_renewable() {
 #[tokio::test]
 async fn expired_tokens_are_gone() {
     let app = dev().await;
-    let (parent, _) = create_ok(&app, ROOT, json!({"ttl": "1s"})).await;
-    let (child, _) = create_ok(&app, ROOT, json!({"ttl": "1h"})).await;
+    let (parent, _) = create_token(&app, ROOT, json!({"ttl": "1s"})).await;
+    let (child, _) = create_token(&app, ROOT, json!({"ttl": "1h"})).await;
     assert_eq!(lookup_self(&app, &parent).await.0, StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(lookup_self(&app, &parent).await.0, StatusCode::FORBIDDEN);
@@ -479,7 +447,7 @@ async fn expired_tokens_are_gone() {
 #[tokio::test]
 async fn accessors_list_needs_sudo() {
     let app = dev().await;
-    let (_, accessor) = create_ok(&app, ROOT, json!({})).await;
+    let (_, accessor) = create_token(&app, ROOT, json!({})).await;
     let (status, body) = call(&app, "LIST", "/v1/auth/token/accessors", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(
@@ -488,13 +456,14 @@ async fn accessors_list_needs_sudo() {
             .unwrap()
             .contains(&json!(accessor))
     );
-    policy(
+    put_policy(
         &app,
+        ROOT,
         "lister",
         r#"path "auth/token/accessors" { capabilities = ["list"] }"#,
     )
     .await;
-    let (lister, _) = create_ok(&app, ROOT, json!({"policies": ["lister"]})).await;
+    let (lister, _) = create_token(&app, ROOT, json!({"policies": ["lister"]})).await;
     let (status, _) = call(
         &app,
         "LIST",
@@ -540,13 +509,13 @@ async fn tokens_and_their_expiry_survive_a_restart() {
     let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("unseal-key");
-    let app = dev_over(storage.clone(), Some(key_file.clone())).await;
-    let (long, _) = create_ok(&app, ROOT, json!({"ttl": "1h", "meta": {"k": "v"}})).await;
-    let (short, _) = create_ok(&app, ROOT, json!({"ttl": "1s"})).await;
+    let app = dev_over(storage.clone(), ROOT, Some(key_file.clone())).await;
+    let (long, _) = create_token(&app, ROOT, json!({"ttl": "1h", "meta": {"k": "v"}})).await;
+    let (short, _) = create_token(&app, ROOT, json!({"ttl": "1s"})).await;
     let (_, before) = lookup_self(&app, &long).await;
     drop(app);
 
-    let app = dev_over(storage, Some(key_file)).await;
+    let app = dev_over(storage, ROOT, Some(key_file)).await;
     let (status, after) = lookup_self(&app, &long).await;
     assert_eq!(status, StatusCode::OK, "{after}");
     assert_eq!(after["data"]["expire_time"], before["data"]["expire_time"]);
@@ -568,17 +537,17 @@ async fn gone_soon(app: &Router, token: &str) -> bool {
 
 #[tokio::test]
 async fn the_background_pass_revokes_subtrees_of_expired_and_used_up_tokens() {
-    let state = dev_state(Arc::new(MemStorage::new()), None).await;
+    let state = support::dev_state(testkit::mem_storage(), ROOT, None).await;
     let app = secrets::router(state.clone());
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let tasks = tokio::spawn(secrets::run_tasks(state, shutdown.clone()));
+    let runner = cluster::Runner::embedded(tokio_util::sync::CancellationToken::new());
+    secrets::start_tasks(&state, &runner);
 
-    let (parent, _) = create_ok(&app, ROOT, json!({"ttl": "1s"})).await;
-    let (child, _) = create_ok(&app, &parent, json!({"ttl": "1h"})).await;
+    let (parent, _) = create_token(&app, ROOT, json!({"ttl": "1s"})).await;
+    let (child, _) = create_token(&app, &parent, json!({"ttl": "1h"})).await;
     // A one-use token whose only use creates a child: the child goes when the parent is
     // revoked after its last use.
-    let (once, _) = create_ok(&app, ROOT, json!({"num_uses": 1})).await;
-    let (once_child, _) = create_ok(&app, &once, json!({"ttl": "1h"})).await;
+    let (once, _) = create_token(&app, ROOT, json!({"num_uses": 1})).await;
+    let (once_child, _) = create_token(&app, &once, json!({"ttl": "1h"})).await;
     assert_eq!(lookup_self(&app, &child).await.0, StatusCode::OK);
 
     assert!(gone_soon(&app, &child).await, "child of an expired parent");
@@ -587,6 +556,5 @@ async fn the_background_pass_revokes_subtrees_of_expired_and_used_up_tokens() {
         "child of a used-up parent"
     );
     assert_eq!(lookup_self(&app, ROOT).await.0, StatusCode::OK);
-    shutdown.cancel();
-    tasks.await.unwrap();
+    runner.shutdown_and_wait().await;
 }

@@ -209,7 +209,7 @@ impl PolicyStore {
                 name: "default".to_owned(),
                 raw: DEFAULT_POLICY.to_owned(),
                 data_version: 1,
-                modified_ms: now_ms(),
+                modified_ms: u64::try_from(state.now_ms()).unwrap_or(0),
             };
             put_record(state, &record).await?;
             let parsed = parse::parse(DEFAULT_POLICY).map_err(Error::InvalidParameter)?;
@@ -312,7 +312,7 @@ impl PolicyStore {
             name: name.to_owned(),
             raw: raw.to_owned(),
             data_version,
-            modified_ms: now_ms(),
+            modified_ms: u64::try_from(state.now_ms()).unwrap_or(0),
         };
         put_record(state, &record).await?;
         let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
@@ -495,12 +495,6 @@ async fn put_record(state: &State, record: &PolicyRecord) -> Result<(), Error> {
         reason: err.to_string(),
     })?;
     state.barrier().put(&key, &bytes).await
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Vault's `policyutil.SanitizePolicies`: trims, lower-cases, drops empties and duplicates,

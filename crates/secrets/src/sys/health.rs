@@ -9,7 +9,6 @@
 //! Invariant: a malformed code or boolean is a 400 in Vault's error shape, never ignored.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -54,9 +53,7 @@ pub(crate) async fn read_health(
         performance_standby: false,
         replication_performance_mode: "disabled",
         replication_dr_mode: "disabled",
-        server_time_utc: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        server_time_utc: u64::try_from(state.now_ms().div_euclid(1000)).unwrap_or(0),
         version: REPORTED_VERSION,
         cluster_name: cluster.name.clone(),
         cluster_id: cluster.id.clone(),
@@ -90,7 +87,7 @@ impl HealthCodes {
                 None => Ok(false),
                 // Vault treats a bare `?standbyok` as true.
                 Some(raw) if raw.is_empty() => Ok(true),
-                Some(raw) => http_kit::parse_bool(raw)
+                Some(raw) => stdx::strconv::parse_bool(raw)
                     .ok_or_else(|| Error::InvalidParameter(format!("bad value for {name}: {raw}"))),
             }
         };

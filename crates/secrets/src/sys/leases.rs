@@ -99,7 +99,7 @@ async fn lookup(state: &State, data: &Data) -> Result<Option<Response>, Error> {
         .lookup(state, id.trim())
         .await?
         .ok_or_else(invalid)?;
-    let serde_json::Value::Object(data) = entry.lookup_json(crate::leases::now_ms()) else {
+    let serde_json::Value::Object(data) = entry.lookup_json(state.now_ms()) else {
         return Err(invalid());
     };
     Ok(Some(Response::data(data)))

@@ -16,7 +16,6 @@
 use secrets_sdk::{Data, Operation, Request, Response};
 use serde_json::Value;
 
-use crate::barrier::rfc3339_ms;
 use crate::request::RequestContext;
 use crate::{Error, State};
 
@@ -54,7 +53,9 @@ pub(crate) async fn handle(
             data.insert("term".to_owned(), Value::from(status.term));
             data.insert(
                 "install_time".to_owned(),
-                Value::from(rfc3339_ms(status.install_time_ms)),
+                Value::from(stdx::time::format_rfc3339_millis(
+                    i64::try_from(status.install_time_ms).unwrap_or(i64::MAX),
+                )),
             );
             Ok(Some(Response::data(data)))
         }

@@ -271,7 +271,7 @@ impl TokenStore {
             ));
         }
 
-        let now = self.now_ms();
+        let now = state.now_ms();
         let (default_ttl, max_ttl) = Self::token_mount_ttls(state);
         let (ttl, expire_time, max_expire) = lifetimes(
             now,
@@ -337,7 +337,7 @@ impl TokenStore {
             .filter(|d| !d.is_zero())
             .map_or(mount_max, |d| d.min(mount_max));
         let period = auth.period.unwrap_or_default();
-        let now = self.now_ms();
+        let now = state.now_ms();
         let mut warnings = Vec::new();
         let (ttl, expire_time, max_expire) = lifetimes(
             now,

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use secrets_sdk::{Data, Operation, Request, Response, fields};
 use serde_json::{Value, json};
+use stdx::time::format_rfc3339_millis;
 
 use super::create::CreateKind;
-use super::time::rfc3339;
-use super::{TokenEntry, auth_json_at, roles, store};
+use super::{TokenEntry, auth_json, roles, store};
 use crate::dispatch::ENVELOPE_AUTH_KEY;
 use crate::request::RequestContext;
 use crate::{Error, State};
@@ -193,7 +193,7 @@ fn with_auth(state: &State, entry: &TokenEntry, warnings: Vec<String>) -> Respon
     let mut data = Data::new();
     data.insert(
         ENVELOPE_AUTH_KEY.to_owned(),
-        auth_json_at(entry, state.tokens().now_ms()),
+        auth_json(entry, state.now_ms()),
     );
     Response {
         data: Some(data),
@@ -253,7 +253,7 @@ async fn lookup(
 
 /// Vault's lookup `data` (`token_store.go: handleLookup`).
 fn lookup_response(state: &State, entry: &TokenEntry, show_id: bool) -> Response {
-    let now = state.tokens().now_ms();
+    let now = state.now_ms();
     let mut data = json!({
         "id": if show_id { entry.id.clone() } else { String::new() },
         "accessor": entry.accessor,
@@ -279,12 +279,18 @@ fn lookup_response(state: &State, entry: &TokenEntry, show_id: bool) -> Response
         map.insert("period".to_owned(), json!(entry.period));
     }
     if let Some(expire) = entry.expire_time {
-        map.insert("expire_time".to_owned(), json!(rfc3339(expire)));
+        map.insert(
+            "expire_time".to_owned(),
+            json!(format_rfc3339_millis(expire)),
+        );
         map.insert("ttl".to_owned(), json!(entry.ttl_left(now)));
         map.insert("renewable".to_owned(), json!(entry.renewable));
-        map.insert("issue_time".to_owned(), json!(rfc3339(entry.creation_time)));
+        map.insert(
+            "issue_time".to_owned(),
+            json!(format_rfc3339_millis(entry.creation_time)),
+        );
         if let Some(at) = entry.last_renewal {
-            map.insert("last_renewal".to_owned(), json!(rfc3339(at)));
+            map.insert("last_renewal".to_owned(), json!(format_rfc3339_millis(at)));
             map.insert("last_renewal_time".to_owned(), json!(at.div_euclid(1000)));
         }
     }
@@ -308,7 +314,7 @@ async fn renew(state: &State, entry: TokenEntry, data: &Data) -> Result<Option<R
     else {
         return Err(bad("invalid token"));
     };
-    let now = tokens.now_ms();
+    let now = state.now_ms();
     if entry.is_dead(now) {
         return Err(bad("invalid token"));
     }

@@ -21,7 +21,6 @@ mod create;
 mod handlers;
 mod roles;
 pub(crate) mod store;
-pub(crate) mod time;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -109,7 +108,6 @@ type Expiries = (BTreeSet<(i64, String)>, HashMap<String, i64>);
 /// derived from storage and rebuilt by [`TokenStore::load`].
 #[derive(Debug, Default)]
 pub(crate) struct TokenStore {
-    pub(crate) clock: time::Clock,
     cache: Mutex<HashMap<String, TokenEntry>>,
     expiries: Mutex<Expiries>,
     /// Serialises read-modify-write of stored entries (use counts, renewals, revocations).
@@ -117,11 +115,8 @@ pub(crate) struct TokenStore {
 }
 
 impl TokenStore {
-    pub(crate) fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
-    }
-
-    /// Rebuilds the expiry index from storage (after unseal or restart).
+    /// Rebuilds the expiry index from storage (after unseal or restart, and when the expiry
+    /// loop starts).
     pub(crate) async fn load(&self, state: &State) -> Result<(), Error> {
         self.clear();
         for (key, bytes) in store::scan(state, store::ID_PREFIX).await? {
@@ -241,7 +236,7 @@ impl TokenStore {
         if entry.id != token_id {
             return Ok(None);
         }
-        let now = self.now_ms();
+        let now = state.now_ms();
         if entry.is_dead(now) {
             // Dead is as good as absent here; `tidy`, run every second by the lease loop,
             // revokes it with its children and leases (no detached task per request).
@@ -267,7 +262,7 @@ impl TokenStore {
             return Ok(None);
         };
         match self.read(state, hash).await? {
-            Some(entry) if !entry.is_dead(self.now_ms()) => Ok(Some(entry)),
+            Some(entry) if !entry.is_dead(state.now_ms()) => Ok(Some(entry)),
             _ => Ok(None),
         }
     }
@@ -327,7 +322,7 @@ impl TokenStore {
             meta: BTreeMap::new(),
             num_uses: 0,
             parent: None,
-            creation_time: self.now_ms(),
+            creation_time: state.now_ms(),
             ttl: 0,
             expire_time: None,
             max_expire: None,
@@ -421,11 +416,11 @@ impl TokenStore {
 }
 
 /// Revokes every token whose deadline passed or whose uses ran out, with its subtree and
-/// leases. Returns how many deadlines were handled. Called periodically by the lease loop
-/// (or [`run`]).
+/// leases. Returns how many deadlines were handled. Called every second by the lease loop
+/// (`leases::run`), and at once when a manual clock is moved.
 pub(crate) async fn tidy(state: &State) -> Result<usize, Error> {
     let tokens = state.tokens();
-    let now = tokens.now_ms();
+    let now = state.now_ms();
     let due = tokens.due(now);
     let count = due.len();
     for hash in due {
@@ -438,12 +433,8 @@ pub(crate) async fn tidy(state: &State) -> Result<usize, Error> {
     Ok(count)
 }
 
-/// The envelope's `auth` object for a token (create, renew, login).
-pub(crate) fn auth_json(entry: &TokenEntry) -> Value {
-    auth_json_at(entry, time::system_now_ms())
-}
-
-pub(crate) fn auth_json_at(entry: &TokenEntry, now_ms: i64) -> Value {
+/// The envelope's `auth` object for a token (create, renew, login) at `now_ms`.
+pub(crate) fn auth_json(entry: &TokenEntry, now_ms: i64) -> Value {
     let metadata = if entry.meta.is_empty() {
         Value::Null
     } else {
@@ -471,19 +462,25 @@ mod tests {
 
     use secrets_sdk::Data;
     use serde_json::json;
+    use stdx::clock::ManualClock;
     use storage::{MemStorage, Storage};
 
     use super::create::CreateKind;
     use super::*;
     use crate::Config;
 
-    async fn dev() -> (State, Arc<dyn Storage>) {
+    /// A dev-mode state on a manual clock.
+    async fn dev() -> (State, Arc<dyn Storage>, ManualClock) {
         let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
         let config = Config {
             dev_root_token: Some("unit-root".to_owned()),
             ..Config::default()
         };
-        (State::open(storage.clone(), config).await.unwrap(), storage)
+        let clock = ManualClock::at_system_time();
+        let state = State::open_with_clock(storage.clone(), config, Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        (state, storage, clock)
     }
 
     fn data(value: Value) -> Data {
@@ -492,7 +489,7 @@ mod tests {
 
     #[tokio::test]
     async fn expiry_follows_the_injected_clock_and_tidy_revokes_the_subtree() {
-        let (state, _) = dev().await;
+        let (state, _, clock) = dev().await;
         let tokens = state.tokens();
         let root = tokens.lookup(&state, "unit-root").await.unwrap().unwrap();
         let (parent, _) = tokens
@@ -515,10 +512,10 @@ mod tests {
             )
             .await
             .unwrap();
-        tokens.clock.advance(Duration::from_secs(3599));
+        clock.advance(Duration::from_secs(3599));
         assert!(tokens.lookup(&state, &parent.id).await.unwrap().is_some());
         assert_eq!(tidy(&state).await.unwrap(), 0);
-        tokens.clock.advance(Duration::from_secs(2));
+        clock.advance(Duration::from_secs(2));
         assert_eq!(tidy(&state).await.unwrap(), 1);
         assert!(tokens.lookup(&state, &parent.id).await.unwrap().is_none());
         assert!(tokens.lookup(&state, &child.id).await.unwrap().is_none());
@@ -540,7 +537,7 @@ mod tests {
 
     #[tokio::test]
     async fn storage_keys_carry_only_the_hash_of_a_token_id() {
-        let (state, storage) = dev().await;
+        let (state, storage, _) = dev().await;
         let tokens = state.tokens();
         let root = tokens.lookup(&state, "unit-root").await.unwrap().unwrap();
         let (token, _) = tokens
@@ -570,7 +567,7 @@ mod tests {
 
     #[tokio::test]
     async fn periodic_tokens_have_no_system_cap_and_expire_after_their_period() {
-        let (state, _) = dev().await;
+        let (state, _, clock) = dev().await;
         let tokens = state.tokens();
         let root = tokens.lookup(&state, "unit-root").await.unwrap().unwrap();
         let (periodic, _) = tokens
@@ -585,9 +582,9 @@ mod tests {
             .unwrap();
         assert_eq!(periodic.ttl, 60);
         assert_eq!(periodic.max_expire, None);
-        tokens.clock.advance(Duration::from_secs(50));
+        clock.advance(Duration::from_secs(50));
         assert!(tokens.lookup(&state, &periodic.id).await.unwrap().is_some());
-        tokens.clock.advance(Duration::from_secs(20));
+        clock.advance(Duration::from_secs(20));
         assert!(tokens.lookup(&state, &periodic.id).await.unwrap().is_none());
     }
 }

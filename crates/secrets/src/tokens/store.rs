@@ -23,16 +23,7 @@ pub(crate) const ROLE_PREFIX: &str = "sys/token/role/";
 /// SHA-256 of a token id, lowercase hex: the only form of the id used in keys and indexes.
 pub(crate) fn hash_id(id: &str) -> String {
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, id.as_bytes());
-    hex(digest.as_ref())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    stdx::hex::encode(digest.as_ref())
 }
 
 /// `n` random base62 characters from the OS-seeded thread RNG.

@@ -1,5 +1,8 @@
-//! Helpers shared by the secrets API tests: one request through the router, and the
-//! init/unseal steps most tests start with. Keep it small; add helpers, don't change them.
+//! Helpers shared by the secrets API tests: one request through the router (over
+//! `testkit::call`), the service in dev or server mode (optionally on a manual clock), the
+//! init/unseal steps most server-mode tests start with, and the ACL shape many tests repeat
+//! (write a policy, create a token that holds it). Keep it small; add helpers, don't change
+//! them.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
@@ -7,15 +10,31 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use http::{Request, StatusCode};
-use http_body_util::BodyExt;
+use http::{HeaderMap, StatusCode};
 use secrets::{Config, State};
 use serde_json::{Value, json};
 use storage::Storage;
-use tower::ServiceExt;
+use testkit::ManualClock;
 
-/// One request; the body is JSON when given. Returns the status and the parsed body
-/// (`Value::Null` when empty, a string when not JSON).
+/// One request with `X-Vault-Token` when `token` is given; the body is JSON text when given
+/// (no content type, as hvac sends it). Returns the whole response.
+pub(crate) async fn send(
+    app: &Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> testkit::Response {
+    let mut request = testkit::request(method, path);
+    if let Some(token) = token {
+        request = request.header("X-Vault-Token", token);
+    }
+    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
+    testkit::call(app, request.body(body).unwrap()).await
+}
+
+/// [`send`], returning the status and the parsed body (`Value::Null` when empty, a string when
+/// not JSON).
 pub(crate) async fn call(
     app: &Router,
     method: &str,
@@ -23,25 +42,26 @@ pub(crate) async fn call(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = Request::builder().method(method).uri(path);
-    if let Some(token) = token {
-        request = request.header("X-Vault-Token", token);
+    let response = send(app, method, path, token, body).await;
+    (response.status, response.json())
+}
+
+/// Like [`call`], with request headers of the caller's choice and a raw body; also returns
+/// the response headers.
+pub(crate) async fn call_raw(
+    app: &Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, HeaderMap, Value) {
+    let mut request = testkit::request(method, path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
-    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-    let response = app
-        .clone()
-        .oneshot(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-    };
-    (status, value)
+    let response = testkit::call(app, request.body(Body::from(body.to_owned())).unwrap()).await;
+    let value = response.json();
+    (response.status, response.headers, value)
 }
 
 /// A server-mode (not dev) service over `storage`.
@@ -88,10 +108,19 @@ pub(crate) async fn unseal(app: &Router, keys: &[String]) {
     assert_eq!(last["sealed"], false, "{last}");
 }
 
+/// The configuration of `cairn dev`: `root` as root token, the unseal key in `key_file` (so
+/// a second start over the same storage is a restart).
+pub(crate) fn dev_config(root: &str, key_file: Option<std::path::PathBuf>) -> Config {
+    Config {
+        dev_root_token: Some(root.to_owned()),
+        dev_unseal_key_file: key_file,
+    }
+}
+
 /// A dev-mode service (initialised and unsealed, `root` as root token) over fresh memory
 /// storage, as `cairn dev` runs.
 pub(crate) async fn dev(root: &str) -> Router {
-    dev_over(Arc::new(storage::MemStorage::new()), root, None).await
+    dev_over(testkit::mem_storage(), root, None).await
 }
 
 /// A dev-mode service over `storage`, keeping the unseal key in `key_file` (so a second call
@@ -101,39 +130,70 @@ pub(crate) async fn dev_over(
     root: &str,
     key_file: Option<std::path::PathBuf>,
 ) -> Router {
-    let config = Config {
-        dev_root_token: Some(root.to_owned()),
-        dev_unseal_key_file: key_file,
-    };
-    secrets::router(State::open(storage, config).await.unwrap())
+    secrets::router(dev_state(storage, root, key_file).await)
 }
 
-/// Like [`call`], with request headers of the caller's choice and a raw body; also returns
-/// the response headers.
-pub(crate) async fn call_raw(
-    app: &Router,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (StatusCode, http::HeaderMap, Value) {
-    let mut request = Request::builder().method(method).uri(path);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = app
-        .clone()
-        .oneshot(request.body(Body::from(body.to_owned())).unwrap())
+/// The state behind [`dev_over`], for tests that also start its background loops.
+pub(crate) async fn dev_state(
+    storage: Arc<dyn Storage>,
+    root: &str,
+    key_file: Option<std::path::PathBuf>,
+) -> State {
+    State::open(storage, dev_config(root, key_file))
         .await
-        .unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-    };
-    (status, headers, value)
+        .unwrap()
+}
+
+/// A dev-mode state over fresh memory storage on a manual clock (standing at the system
+/// time): moving the clock moves token, lease and policy time alike.
+pub(crate) async fn dev_on_clock(root: &str) -> (State, ManualClock) {
+    let clock = ManualClock::at_system_time();
+    let state = State::open_with_clock(
+        testkit::mem_storage(),
+        dev_config(root, None),
+        Arc::new(clock.clone()),
+    )
+    .await
+    .unwrap();
+    (state, clock)
+}
+
+/// Writes the ACL policy `name` (HCL `rules`) as `token`; asserts Vault's 204.
+pub(crate) async fn put_policy(app: &Router, token: &str, name: &str, rules: &str) {
+    let (status, body) = call(
+        app,
+        "PUT",
+        &format!("/v1/sys/policies/acl/{name}"),
+        Some(token),
+        Some(json!({ "policy": rules })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+}
+
+/// `auth/token/create` as `parent` with `body`; asserts 200 and returns the new token's
+/// (client_token, accessor).
+pub(crate) async fn create_token(app: &Router, parent: &str, body: Value) -> (String, String) {
+    let (status, body) = call(
+        app,
+        "POST",
+        "/v1/auth/token/create",
+        Some(parent),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    (
+        body["auth"]["client_token"].as_str().unwrap().to_owned(),
+        body["auth"]["accessor"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// The ACL shape most enforcement tests start with: writes policy `name` as `root` and
+/// returns a token (a child of `root`) that holds it.
+pub(crate) async fn token_with_policy(app: &Router, root: &str, name: &str, rules: &str) -> String {
+    put_policy(app, root, name, rules).await;
+    create_token(app, root, json!({ "policies": [name] }))
+        .await
+        .0
 }
