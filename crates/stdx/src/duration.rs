@@ -34,6 +34,9 @@ pub enum DurationErrorKind {
 pub struct DurationError {
     input: String,
     kind: DurationErrorKind,
+    /// A number with a second `.` after digits (`"1..2s"`): Go reads the second `.` as where
+    /// the unit should be, and says "missing unit".
+    go_missing_unit: bool,
 }
 
 impl DurationError {
@@ -41,6 +44,7 @@ impl DurationError {
         DurationError {
             input: input.to_owned(),
             kind,
+            go_missing_unit: false,
         }
     }
 
@@ -58,6 +62,9 @@ impl DurationError {
     /// (`time: missing unit in duration "10"`).
     pub fn go_message(&self) -> String {
         let input = &self.input;
+        if self.go_missing_unit {
+            return format!("time: missing unit in duration {input:?}");
+        }
         match &self.kind {
             DurationErrorKind::MissingUnit => format!("time: missing unit in duration {input:?}"),
             DurationErrorKind::UnknownUnit(unit) => {
@@ -138,7 +145,11 @@ fn parse_terms(input: &str, mut rest: &str, limit: u128) -> Result<u128, Duratio
 
         let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
         if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
-            return Err(invalid(DurationErrorKind::ExpectedNumber));
+            let mut err = invalid(DurationErrorKind::ExpectedNumber);
+            let before_second_dot = fraction.split('.').next().unwrap_or("");
+            err.go_missing_unit = fraction.contains('.')
+                && !(whole.is_empty() && before_second_dot.is_empty());
+            return Err(err);
         }
         let unit_nanos: u128 = match unit {
             "ns" => 1,
@@ -312,6 +323,10 @@ mod tests {
         );
         assert_eq!(message("abc"), r#"time: invalid duration "abc""#);
         assert_eq!(message(""), r#"time: invalid duration """#);
+        assert_eq!(message("1..2s"), r#"time: missing unit in duration "1..2s""#);
+        assert_eq!(message("1.2.3s"), r#"time: missing unit in duration "1.2.3s""#);
+        assert_eq!(message(".5.m"), r#"time: missing unit in duration ".5.m""#);
+        assert_eq!(message("..5s"), r#"time: invalid duration "..5s""#);
     }
 
     #[test]
