@@ -172,7 +172,18 @@ fn only_cairn_depends_on_the_services() {
 
 #[test]
 fn base_crates_stay_below_the_services() {
-    let base = ["storage", "http-kit", "jsonapi", "stdx", "cluster", "testkit"];
+    let base = [
+        "storage",
+        "http-kit",
+        "jsonapi",
+        "stdx",
+        "cluster",
+        "testkit",
+        "scheduler-structs",
+        "scheduler-jobspec",
+        "scheduler-diff",
+        "bexpr",
+    ];
     for krate in base {
         let deps = dependencies(krate);
         for service in SERVICES {
