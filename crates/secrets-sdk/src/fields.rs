@@ -61,11 +61,10 @@ pub fn bool(data: &Data, name: &str) -> Result<Option<bool>, EngineError> {
 
 /// Go's `strconv.ParseBool`, plus `""` as false (mapstructure's weak decode).
 pub fn parse_bool(raw: &str) -> Option<bool> {
-    match raw {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "" | "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
+    if raw.is_empty() {
+        return Some(false);
     }
+    stdx::strconv::parse_bool(raw)
 }
 
 /// An integer field.
@@ -114,6 +113,10 @@ pub fn duration(data: &Data, name: &str) -> Result<Option<Duration>, EngineError
 }
 
 /// Parses `"3600"`, `"1h"`, `"1h30m"`, `"90s"`, `"2d"`, `""` (zero). Negative is an error.
+///
+/// Vault's `parseutil.ParseDurationSecond`: bare seconds, else Go's duration grammar with `d`
+/// (24h) as one more unit. Each term is read by `stdx::duration` (exact to the nanosecond,
+/// within Go's range); the messages are this function's own.
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     let raw = raw.trim();
     if raw.is_empty() {
@@ -125,40 +128,72 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
     if raw.starts_with('-') {
         return Err(format!("invalid duration {raw:?}: negative"));
     }
-    let mut total = 0f64;
+    let too_large = || format!("invalid duration {raw:?}: too large");
+    let mut total = Duration::ZERO;
+    for (number, unit) in duration_terms(raw) {
+        let term = match unit {
+            "d" => go_term(raw, number, "h")?
+                .checked_mul(24)
+                .ok_or_else(too_large)?,
+            // A number without a unit: an error, once the number itself is checked (Go reads a
+            // lone `0` as zero, but a lone number never gets here).
+            "" => {
+                return Err(match go_term(raw, number, unit) {
+                    Err(err) => err,
+                    Ok(_) => missing_unit(raw),
+                });
+            }
+            _ => go_term(raw, number, unit)?,
+        };
+        total = total.checked_add(term).ok_or_else(too_large)?;
+    }
+    if total > MAX_DURATION {
+        return Err(too_large());
+    }
+    Ok(total)
+}
+
+/// The longest duration [`parse_duration`] accepts (10^15 seconds).
+const MAX_DURATION: Duration = Duration::from_secs(1_000_000_000_000_000);
+
+/// `raw` split into terms as Go's parser reads them: a number (digits and dots) and the unit
+/// after it (up to the next digit or dot).
+fn duration_terms(raw: &str) -> impl Iterator<Item = (&str, &str)> {
     let mut rest = raw;
-    while !rest.is_empty() {
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
         let number_len = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
-        if number_len == 0 {
-            return Err(format!("invalid duration {raw:?}"));
-        }
-        let number: f64 = rest[..number_len]
-            .parse()
-            .map_err(|_| format!("invalid duration {raw:?}"))?;
-        rest = &rest[number_len..];
-        let unit_len = rest
+        let (number, after) = rest.split_at(number_len);
+        let unit_len = after
             .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds_per_unit = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86400.0,
-            "" => return Err(format!("time: missing unit in duration {raw:?}")),
-            unit => return Err(format!("time: unknown unit {unit:?} in duration {raw:?}")),
-        };
-        total += number * seconds_per_unit;
-        rest = &rest[unit_len..];
-    }
-    if !total.is_finite() || total > 1.0e15 {
-        return Err(format!("invalid duration {raw:?}: too large"));
-    }
-    Ok(Duration::from_secs_f64(total))
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_len);
+        rest = after;
+        Some((number, unit))
+    })
+}
+
+/// One term (`number` then `unit`) as a Go duration; errors name the whole input `raw`.
+fn go_term(raw: &str, number: &str, unit: &str) -> Result<Duration, String> {
+    use stdx::duration::DurationErrorKind;
+    stdx::duration::parse_go(&format!("{number}{unit}")).map_err(|err| match err.kind() {
+        DurationErrorKind::MissingUnit => missing_unit(raw),
+        DurationErrorKind::UnknownUnit(unit) => {
+            format!("time: unknown unit {unit:?} in duration {raw:?}")
+        }
+        DurationErrorKind::TooLarge => format!("invalid duration {raw:?}: too large"),
+        DurationErrorKind::Empty
+        | DurationErrorKind::ExpectedNumber
+        | DurationErrorKind::Negative => format!("invalid duration {raw:?}"),
+    })
+}
+
+fn missing_unit(raw: &str) -> String {
+    format!("time: missing unit in duration {raw:?}")
 }
 
 /// A comma-separated string list (`TypeCommaStringSlice`).
@@ -310,6 +345,41 @@ mod tests {
         assert!(duration(&d, "e").is_err());
         assert_eq!(duration(&d, "f").unwrap(), Some(Duration::from_secs(10)));
         assert!(duration(&d, "g").is_err());
+    }
+
+    #[test]
+    fn durations_add_days_to_gos_grammar_and_keep_their_messages() {
+        let ok = |raw: &str| parse_duration(raw).unwrap();
+        assert_eq!(ok(" 90 "), Duration::from_secs(90));
+        assert_eq!(ok("1.5d"), Duration::from_secs(129_600));
+        assert_eq!(ok("2d12h"), Duration::from_secs(216_000));
+        assert_eq!(ok("1h0.5s"), Duration::from_millis(3_600_500));
+        assert_eq!(ok("1.5µs"), Duration::from_nanos(1_500));
+        assert_eq!(ok(""), Duration::ZERO);
+        let err = |raw: &str| parse_duration(raw).unwrap_err();
+        assert_eq!(err("-1s"), r#"invalid duration "-1s": negative"#);
+        assert_eq!(err("+5s"), r#"invalid duration "+5s""#);
+        assert_eq!(err("1..2s"), r#"invalid duration "1..2s""#);
+        assert_eq!(err("d"), r#"invalid duration "d""#);
+        assert_eq!(err("1.5"), r#"time: missing unit in duration "1.5""#);
+        assert_eq!(err("5s0"), r#"time: missing unit in duration "5s0""#);
+        assert_eq!(err("5x"), r#"time: unknown unit "x" in duration "5x""#);
+        assert_eq!(
+            err("1h5dd"),
+            r#"time: unknown unit "dd" in duration "1h5dd""#
+        );
+        assert_eq!(
+            err("99999999999999999999s"),
+            r#"invalid duration "99999999999999999999s": too large"#
+        );
+    }
+
+    #[test]
+    fn parse_bool_is_gos_plus_the_empty_string_as_false() {
+        assert_eq!(parse_bool(""), Some(false));
+        assert_eq!(parse_bool("T"), Some(true));
+        assert_eq!(parse_bool("False"), Some(false));
+        assert_eq!(parse_bool("yes"), None);
     }
 
     #[test]
