@@ -7,7 +7,9 @@
 //!
 //! Invariants:
 //! - The broker holds only what the state writer committed (it is fed after each commit and,
-//!   at start, from the stored pending evaluations), so it can be rebuilt from storage alone.
+//!   at the start of each term of leadership, refilled from the stored pending evaluations),
+//!   so it can be rebuilt from storage alone. Delayed evaluations are due by their stored
+//!   `WaitUntil`, so their timers are rebuilt with them.
 //! - An evaluation is queued at most once (by ID).
 
 use std::cmp::Reverse;
@@ -33,18 +35,27 @@ struct Queues {
 
 /// The evaluation broker; cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct Broker {
+pub(crate) struct Broker {
     queues: Arc<Mutex<Queues>>,
     notify: Arc<Notify>,
 }
 
 impl Broker {
-    pub fn new() -> Broker {
+    pub(crate) fn new() -> Broker {
         Broker::default()
     }
 
+    /// Replaces everything queued with `pending` (the stored pending evaluations, at the
+    /// start of a term of leadership, when no worker runs).
+    pub(crate) fn restart(&self, pending: Vec<Arc<Evaluation>>) {
+        if let Ok(mut queues) = self.queues.lock() {
+            *queues = Queues::default();
+        }
+        self.enqueue(pending);
+    }
+
     /// Queues pending evaluations (already-queued IDs are ignored).
-    pub fn enqueue(&self, evals: Vec<Arc<Evaluation>>) {
+    pub(crate) fn enqueue(&self, evals: Vec<Arc<Evaluation>>) {
         let Ok(mut queues) = self.queues.lock() else {
             return;
         };
@@ -66,7 +77,7 @@ impl Broker {
     }
 
     /// Waits for an evaluation whose job is not being planned; `None` on shutdown.
-    pub async fn dequeue(&self, shutdown: &CancellationToken) -> Option<Arc<Evaluation>> {
+    pub(crate) async fn dequeue(&self, shutdown: &CancellationToken) -> Option<Arc<Evaluation>> {
         loop {
             let notified = self.notify.notified();
             let wait = match self.try_dequeue() {
@@ -124,7 +135,7 @@ impl Broker {
     }
 
     /// The worker is done with `eval`: its job may be planned again.
-    pub fn ack(&self, eval: &Evaluation) {
+    pub(crate) fn ack(&self, eval: &Evaluation) {
         if let Ok(mut queues) = self.queues.lock() {
             queues
                 .in_flight
@@ -135,14 +146,11 @@ impl Broker {
     }
 
     /// How many evaluations wait (ready and delayed).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.queues
             .lock()
             .map_or(0, |queues| queues.ready.len() + queues.delayed.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

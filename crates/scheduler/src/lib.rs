@@ -2,7 +2,7 @@
 //! 127.0.0.1:4646).
 //!
 //! Request flow: `cairn` binds the listener and serves [`router`]; `routes.rs` lists every
-//! (method, path); handlers live in one file per URL family (`jobs.rs` for `/v1/jobs` and
+//! (method, path); handlers live in one file per URL family (`jobs/` for `/v1/jobs` and
 //! `/v1/job/*`, `allocations.rs`, `nodes.rs`, `namespaces.rs`, `acl/`, `client_rpc.rs` for the
 //! cairn-internal client protocol, `agent.rs`); errors go through [`Error`], rendered as Nomad's
 //! plain text.
@@ -13,19 +13,22 @@
 //! workers (`tasks/worker.rs`), which run the pure placement (`placement/`) and send the plan
 //! back to the writer's plan applier. Clients (crate `scheduler-agent`) register nodes,
 //! heartbeat (`tasks/heartbeat.rs` marks silent nodes down), pull their allocations and report
-//! task states.
+//! task states. The writer, broker, workers and heartbeat monitor run while this server leads
+//! ([`start_tasks`] starts them through `cluster::Runner`).
 //!
 //! Invariants:
 //! - Everything this crate stores lives under the `scheduler/` key prefix.
-//! - Placement stays a pure function over a state snapshot (no I/O in `placement/`).
-//! - Every background timer (heartbeats, delayed evaluations) is rebuilt from storage at start.
+//! - Placement stays a pure function over a state snapshot (no I/O and no clock in
+//!   `placement/`: time and seed come in).
+//! - Every background timer (heartbeats, delayed evaluations) is rebuilt from storage each
+//!   time this server gains leadership.
 //! - The scheduler crate never depends on another service crate.
 
 pub mod acl;
 mod agent;
 mod allocations;
 mod blocking;
-pub mod broker;
+mod broker;
 mod client_rpc;
 mod clock;
 mod error;
@@ -33,9 +36,9 @@ mod jobs;
 mod meta;
 mod namespaces;
 mod nodes;
-pub mod placement;
+mod placement;
 mod routes;
-pub mod state;
+mod state;
 mod tasks;
 
 // The wire types, the jobspec parser, filter expressions and job diffs are crates of their
@@ -52,15 +55,17 @@ use std::time::Duration;
 use storage::Storage;
 use tokio_util::sync::CancellationToken;
 
-pub use broker::Broker;
+use broker::Broker;
+use state::StateStore;
+use tasks::heartbeat::Heartbeats;
+
 pub(crate) use clock::now_nanos;
 pub use error::Error;
 pub use routes::router;
-pub use state::StateStore;
-pub use tasks::heartbeat::Heartbeats;
+pub use state::TableIndexes;
 
 /// The rate of heartbeats the TTL is scaled for (Nomad's `max_heartbeats_per_second`).
-pub const MAX_HEARTBEATS_PER_SECOND: f64 = 50.0;
+pub(crate) const MAX_HEARTBEATS_PER_SECOND: f64 = 50.0;
 
 /// How the scheduler is started.
 #[derive(Debug, Clone)]
@@ -117,20 +122,13 @@ struct Inner {
 }
 
 impl State {
-    /// Loads the scheduler's state from storage and queues every pending evaluation.
+    /// Loads the scheduler's state from storage. Nothing is applied or scheduled until
+    /// [`start_tasks`] runs (its leader loop queues the pending evaluations).
     pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<State, Error> {
         let store = StateStore::open(Arc::clone(&storage)).await?;
         let broker = Broker::new();
         let sink = broker.clone();
         store.set_pending_sink(Box::new(move |evals| sink.enqueue(evals)));
-        let pending = store
-            .snapshot()
-            .evals
-            .values()
-            .filter(|eval| eval.status == structs::EVAL_STATUS_PENDING)
-            .cloned()
-            .collect();
-        broker.enqueue(pending);
         Ok(State {
             inner: Arc::new(Inner {
                 storage,
@@ -143,19 +141,24 @@ impl State {
         })
     }
 
-    pub fn store(&self) -> &StateStore {
+    /// The index of the last committed write to each table.
+    pub fn table_indexes(&self) -> TableIndexes {
+        self.inner.store.snapshot().tables
+    }
+
+    pub(crate) fn store(&self) -> &StateStore {
         &self.inner.store
     }
 
-    pub fn broker(&self) -> &Broker {
+    pub(crate) fn broker(&self) -> &Broker {
         &self.inner.broker
     }
 
-    pub fn heartbeats(&self) -> &Heartbeats {
+    pub(crate) fn heartbeats(&self) -> &Heartbeats {
         &self.inner.heartbeats
     }
 
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.inner.config
     }
 
@@ -169,7 +172,7 @@ impl State {
 
     /// The TTL handed to clients: at least `heartbeat_ttl`, and long enough that all nodes
     /// together send at most [`MAX_HEARTBEATS_PER_SECOND`] (Nomad's `RateScaledInterval`).
-    pub fn heartbeat_ttl(&self) -> Duration {
+    pub(crate) fn heartbeat_ttl(&self) -> Duration {
         let nodes = self.inner.store.snapshot().nodes.len();
         let scaled = Duration::from_secs_f64(nodes as f64 / MAX_HEARTBEATS_PER_SECOND);
         self.inner.config.heartbeat_ttl.max(scaled)
@@ -180,21 +183,19 @@ impl State {
     }
 }
 
-/// Runs the scheduler's background loops (state writer, workers, heartbeat monitor) until
-/// `shutdown`.
-pub async fn run_tasks(state: State, shutdown: CancellationToken) {
-    let workers = futures::future::join_all(
-        (0..state.config().workers.max(1))
-            .map(|_| tasks::worker::run(state.clone(), shutdown.clone())),
-    );
-    let stop_queries = async {
+/// Starts the scheduler's background loops through `runner` and returns at once: while this
+/// server leads, the state writer, the scheduling workers and the heartbeat monitor
+/// (`tasks::lead`, restarted from storage each time leadership is gained); on every server,
+/// until shutdown, nothing but ending blocking queries and failing waiting writes when the
+/// server stops.
+pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    let leading = state.clone();
+    runner.leader_loop("scheduler", move |term| tasks::lead(leading.clone(), term));
+    let stopping = state.clone();
+    let shutdown = runner.shutdown_token();
+    runner.local_loop("scheduler shutdown", async move {
         shutdown.cancelled().await;
-        state.shutdown_token().cancel();
-    };
-    tokio::join!(
-        state::run_writer(state.store().clone(), shutdown.clone()),
-        workers,
-        tasks::heartbeat::run(state.clone(), shutdown.clone()),
-        stop_queries,
-    );
+        stopping.shutdown_token().cancel();
+        stopping.store().close();
+    });
 }

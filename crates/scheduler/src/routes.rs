@@ -21,7 +21,7 @@ pub fn router(state: State) -> Router {
         .route("/v1/status/peers", get(agent::read_peers))
         .route("/v1/agent/self", get(agent::read_self))
         .route("/v1/regions", get(agent::list_regions))
-        // Jobs (jobs.rs):
+        // Jobs (jobs/):
         .route(
             "/v1/jobs",
             get(jobs::list).post(jobs::register).put(jobs::register),

@@ -4,7 +4,7 @@
 //! policy validation, namespace CRUD with ACL-filtered lists, and ACLs disabled.
 //!
 //! Each test drives `scheduler::router` through `tower::ServiceExt::oneshot` over a fresh
-//! `MemStorage`, with `scheduler::run_tasks` running so job writes apply. Policy evaluation
+//! `MemStorage`, with `scheduler::start_tasks` running so job writes apply. Policy evaluation
 //! itself (glob ranking, merging) is unit-tested beside the code in `src/acl/`.
 
 use std::sync::Arc;
@@ -29,6 +29,8 @@ struct Scheduler {
     state: State,
     router: Router,
     shutdown: CancellationToken,
+    /// Runs the background loops (they stop when it is dropped).
+    _runner: cluster::Runner,
 }
 
 impl Drop for Scheduler {
@@ -92,11 +94,13 @@ impl Scheduler {
         };
         let state = State::open(storage, config).await.expect("open state");
         let shutdown = CancellationToken::new();
-        tokio::spawn(scheduler::run_tasks(state.clone(), shutdown.clone()));
+        let runner = cluster::Runner::embedded(shutdown.clone());
+        scheduler::start_tasks(&state, &runner);
         Scheduler {
             router: scheduler::router(state.clone()),
             state,
             shutdown,
+            _runner: runner,
         }
     }
 

@@ -3,7 +3,7 @@
 //! (which must answer 4xx and change nothing).
 //!
 //! Each test drives `scheduler::router` through `tower::ServiceExt::oneshot` over a fresh
-//! `MemStorage`, with `scheduler::run_tasks` running, so registrations are evaluated and placed
+//! `MemStorage`, with `scheduler::start_tasks` running, so registrations are evaluated and placed
 //! for real. Fake client nodes register and heartbeat through the `/v1/internal/*` client
 //! protocol with `raw_exec` healthy and plenty of resources; nothing runs processes.
 //!
@@ -33,6 +33,8 @@ struct Scheduler {
     state: State,
     router: Router,
     shutdown: CancellationToken,
+    /// Runs the background loops (they stop when it is dropped).
+    _runner: cluster::Runner,
 }
 
 impl Drop for Scheduler {
@@ -161,11 +163,13 @@ impl Scheduler {
             .await
             .expect("open state");
         let shutdown = CancellationToken::new();
-        tokio::spawn(scheduler::run_tasks(state.clone(), shutdown.clone()));
+        let runner = cluster::Runner::embedded(shutdown.clone());
+        scheduler::start_tasks(&state, &runner);
         Scheduler {
             router: scheduler::router(state.clone()),
             state,
             shutdown,
+            _runner: runner,
         }
     }
 
@@ -285,7 +289,7 @@ impl Scheduler {
 
     /// The index of the last write to the jobs table (evaluation processing never moves it).
     fn jobs_index(&self) -> u64 {
-        self.state.store().snapshot().tables.jobs
+        self.state.table_indexes().jobs
     }
 }
 

@@ -14,10 +14,10 @@
 //!   `FailedTGAllocs`/`QueuedAllocations` with one blocked evaluation.
 //!
 //! Invariants:
-//! - No I/O and no wall clock: "now" comes from `ctx.now`; node order and every new ID come
-//!   from generators seeded with `ctx.seed` (mixed with the evaluation ID and snapshot index),
-//!   so a run is deterministic for a seed (apart from the `AllocationTime` metric, which
-//!   measures the run with a monotonic `Instant`).
+//! - No I/O and no clock is read here: "now" comes from `ctx.now`, and the `AllocationTime`
+//!   metric is measured with `ctx.stopwatch`; node order and every new ID come from
+//!   generators seeded with `ctx.seed` (mixed with the evaluation ID and snapshot index), so a
+//!   run is deterministic for a seed and a stopwatch.
 //! - The only state kept between runs is a memo of per-node-table facts (`nodes.rs`: ready
 //!   nodes, capacities, static feasibility, usage), keyed by the identity of the snapshot's
 //!   persistent maps; it changes how fast a result comes, never the result.
@@ -57,12 +57,15 @@ use rank::{SelectOptions, Stack};
 use reconcile::{GroupInput, PlaceKind, Update};
 
 /// What a placement run gets besides the snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlacementContext {
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlacementContext {
     /// Unix nanoseconds "now" (for reschedule delays and timestamps).
-    pub now: i64,
+    pub(crate) now: i64,
     /// Seeds node shuffling and new allocation/evaluation IDs.
-    pub seed: u64,
+    pub(crate) seed: u64,
+    /// A monotonic clock in nanoseconds, read before and after each node selection to time
+    /// it (`AllocMetric.AllocationTime`, the only output that depends on it).
+    pub(crate) stopwatch: fn() -> i64,
 }
 
 /// Upstream's `DescBlockedEvalFailedPlacements`.
@@ -73,7 +76,7 @@ const FOLLOWUP_DESCRIPTION: &str = "created for delayed rescheduling";
 const SHUFFLE_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Processes one evaluation against a snapshot.
-pub fn compute(snapshot: &Snapshot, eval: &Evaluation, ctx: &PlacementContext) -> Plan {
+pub(crate) fn compute(snapshot: &Snapshot, eval: &Evaluation, ctx: &PlacementContext) -> Plan {
     let key = JobKey::new(&eval.namespace, &eval.job_id);
     let job = snapshot.jobs.get(&key).map(|job| &**job);
     let allocs: Vec<&Allocation> = snapshot.allocs_of_job(&key).map(|a| &**a).collect();
@@ -407,7 +410,7 @@ impl<'a> Run<'a> {
         let batch = job.job_type == JOB_TYPE_BATCH;
         let seed = run_seed(self.ctx.seed, self.eval, self.snapshot.index) ^ SHUFFLE_SALT;
         let nodes = NodeSet::new(self.snapshot, job, seed);
-        let mut stack = Stack::new(nodes, batch, system);
+        let mut stack = Stack::new(nodes, batch, system, self.ctx.stopwatch);
         let mut existing = Vec::new();
         for alloc in allocs.iter().copied().filter(|alloc| !alloc.terminal()) {
             stack.count_existing(alloc);

@@ -11,8 +11,8 @@
 //! scored candidates (2 for batch, `max(2, ceil(log2 n))` otherwise, `max(count, 100)` with
 //! affinities or spreads), skipping up to 3 candidates scoring ≤ 0, and the best score wins.
 //!
-//! Invariants: pure (randomness only from the run's seeded generator; the one clock read is
-//! `Instant` for the `AllocationTime` metric); per candidate node nothing is allocated unless
+//! Invariants: pure (randomness only from the run's seeded generator; the `AllocationTime`
+//! metric is timed with the caller's stopwatch, no clock is read here); per candidate node nothing is allocated unless
 //! it is filtered by a constraint not seen before (metric keys), and a node already checked
 //! is not read again (capacity, usage and feasibility come from dense per-position vectors);
 //! what the plan already placed or stopped is accounted for through [`Proposed`].
@@ -20,7 +20,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use super::feasible::{
     self, Caches, Compiled, DISTINCT_PROPERTY, MISSING_DRIVERS, Target, distinct_hosts_enabled,
@@ -275,6 +274,8 @@ pub(super) struct Stack<'a> {
     base_limit: usize,
     /// System stack: bin-pack only (no anti-affinity, penalty, affinity or spread).
     system: bool,
+    /// Times each selection (`PlacementContext::stopwatch`).
+    stopwatch: fn() -> i64,
 }
 
 fn add_metric(map: &mut BTreeMap<String, i64>, key: &str) {
@@ -402,7 +403,12 @@ fn even_spread_boost(set: &PropertySet<'_>, node: &Node) -> f64 {
 }
 
 impl<'a> Stack<'a> {
-    pub(super) fn new(nodes: NodeSet, batch: bool, system: bool) -> Stack<'a> {
+    pub(super) fn new(
+        nodes: NodeSet,
+        batch: bool,
+        system: bool,
+        stopwatch: fn() -> i64,
+    ) -> Stack<'a> {
         let count = nodes.len();
         let base_limit = if batch || count == 0 {
             2
@@ -420,6 +426,7 @@ impl<'a> Stack<'a> {
             lowest_spread_boost: -1.0,
             base_limit,
             system,
+            stopwatch,
         }
     }
 
@@ -709,7 +716,7 @@ impl<'a> Stack<'a> {
         g: usize,
         options: &SelectOptions<'_>,
     ) -> (Option<usize>, AllocMetric) {
-        let started = Instant::now();
+        let started = (self.stopwatch)();
         let mut metric = AllocMetric::default();
         let Some(limit) = self
             .groups
@@ -767,7 +774,7 @@ impl<'a> Stack<'a> {
         }
 
         metric.score_meta_data = top.iter().map(|ranked| self.score_meta(ranked)).collect();
-        metric.allocation_time = i64::try_from(started.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        metric.allocation_time = (self.stopwatch)().saturating_sub(started).max(0);
         (best.map(|best| best.position), metric)
     }
 

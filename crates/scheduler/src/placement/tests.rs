@@ -88,7 +88,11 @@ impl World {
         compute(
             &self.snap,
             &eval_for(job),
-            &PlacementContext { now: NOW, seed },
+            &PlacementContext {
+                now: NOW,
+                seed,
+                stopwatch: || 0,
+            },
         )
     }
 }
@@ -973,7 +977,15 @@ fn failed_allocation_within_its_delay_gets_a_follow_up_evaluation() {
     world2.add_alloc(waiting);
     let mut eval = eval_for(&job);
     eval.id = followup.id.clone();
-    let plan = compute(&world2.snap, &eval, &PlacementContext { now: NOW, seed: 3 });
+    let plan = compute(
+        &world2.snap,
+        &eval,
+        &PlacementContext {
+            now: NOW,
+            seed: 3,
+            stopwatch: || 0,
+        },
+    );
     let placed = placed(&world2, &plan);
     assert_eq!(placed.len(), 1);
     assert_eq!(placed[0].node_id, "c");

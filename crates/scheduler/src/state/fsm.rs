@@ -18,7 +18,7 @@ use crate::structs::*;
 
 /// A change to the scheduler's state.
 #[derive(Debug, Clone)]
-pub enum Command {
+pub(crate) enum Command {
     RegisterJob(Box<RegisterJob>),
     DeregisterJob(DeregisterJob),
     /// A client registers (or re-registers) its node.
@@ -42,27 +42,27 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone)]
-pub struct RegisterJob {
+pub(crate) struct RegisterJob {
     /// Canonical; `ID`, `Namespace`, `Type`, `Priority` already validated.
-    pub job: Job,
-    pub submission: Option<JobSubmission>,
+    pub(crate) job: Job,
+    pub(crate) submission: Option<JobSubmission>,
     /// `EnforceIndex`: the `JobModifyIndex` the job must have (0: must not exist).
-    pub enforce_index: Option<u64>,
-    pub preserve_counts: bool,
-    pub eval_priority: Option<i64>,
+    pub(crate) enforce_index: Option<u64>,
+    pub(crate) preserve_counts: bool,
+    pub(crate) eval_priority: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
-pub struct DeregisterJob {
-    pub namespace: String,
-    pub job_id: String,
-    pub purge: bool,
-    pub eval_priority: Option<i64>,
+pub(crate) struct DeregisterJob {
+    pub(crate) namespace: String,
+    pub(crate) job_id: String,
+    pub(crate) purge: bool,
+    pub(crate) eval_priority: Option<i64>,
 }
 
 /// What a command produced, beyond its index.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Done,
     /// A job register or deregister.
     Job {

@@ -2,7 +2,7 @@
 //! by one writer (Nomad's FSM, without raft).
 //!
 //! Flow: a handler or background loop sends a [`Command`] with [`StateStore::apply`]; the
-//! writer loop (`run_writer`) takes every command waiting, applies them one after another to
+//! writer loop ([`run_writer`]) takes every command waiting, applies them one after another to
 //! a draft of the next snapshot (`draft.rs`, `fsm.rs`), commits all their storage operations in
 //! ONE transaction (one fsync for the batch, like raft's batched apply), and only then
 //! publishes the new snapshot and answers each caller. Readers call [`StateStore::snapshot`]
@@ -16,7 +16,14 @@
 //! - Each committed batch gets the next index (`scheduler/index` is written with it), so
 //!   indexes are strictly increasing and every record's `ModifyIndex` says which batch wrote it.
 //! - Every pending evaluation a batch writes is handed to the broker after the commit; at
-//!   start, every stored pending evaluation is (`pending_evals`).
+//!   the start of each term of leadership, every stored pending evaluation is
+//!   (`tasks::lead`).
+//! - At most one writer runs at a time (it runs while this server leads): it takes the
+//!   command queue when it starts and gives it back when it stops, so commands sent while no
+//!   writer runs wait for the next one; before a writer starts, [`StateStore::catch_up`]
+//!   reloads the snapshot if another writer committed since it was published.
+//! - Once the store is closed (server shutdown) every waiting and later command fails with
+//!   [`Error::ShuttingDown`].
 
 mod draft;
 mod fsm;
@@ -32,8 +39,9 @@ use storage::{Op, Storage, Txn};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use fsm::{Command, DeregisterJob, Outcome, RegisterJob};
-pub use snapshot::{Snapshot, TRACKED_VERSIONS, TableIndexes};
+pub(crate) use fsm::{Command, DeregisterJob, Outcome, RegisterJob};
+pub use snapshot::TableIndexes;
+pub(crate) use snapshot::{Snapshot, TRACKED_VERSIONS};
 
 use crate::Error;
 use crate::structs::Evaluation;
@@ -43,10 +51,10 @@ const MAX_BATCH: usize = 1024;
 
 /// The result of an applied command.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// The index of the batch that committed it (the current index if it changed nothing).
-    pub index: u64,
-    pub outcome: Outcome,
+    pub(crate) index: u64,
+    pub(crate) outcome: Outcome,
 }
 
 struct Request {
@@ -56,7 +64,7 @@ struct Request {
 
 /// The scheduler's state; cheap to clone.
 #[derive(Clone)]
-pub struct StateStore {
+pub(crate) struct StateStore {
     inner: Arc<Inner>,
 }
 
@@ -64,9 +72,12 @@ struct Inner {
     storage: Arc<dyn Storage>,
     current: watch::Sender<Arc<Snapshot>>,
     requests: mpsc::Sender<Request>,
+    /// The command queue, while no writer holds it.
     receiver: Mutex<Option<mpsc::Receiver<Request>>>,
     /// Called with the pending evaluations of each committed batch.
     on_pending: Mutex<Option<PendingSink>>,
+    /// Cancelled at server shutdown: commands fail instead of waiting for a writer.
+    closed: CancellationToken,
 }
 
 type PendingSink = Box<dyn Fn(Vec<Arc<Evaluation>>) + Send + Sync>;
@@ -81,7 +92,7 @@ impl std::fmt::Debug for StateStore {
 
 impl StateStore {
     /// Loads every table from storage. Commands are applied once [`run_writer`] runs.
-    pub async fn open(storage: Arc<dyn Storage>) -> Result<StateStore, Error> {
+    pub(crate) async fn open(storage: Arc<dyn Storage>) -> Result<StateStore, Error> {
         let snapshot = load::load(storage.as_ref()).await?;
         let (current, _) = watch::channel(Arc::new(snapshot));
         let (requests, receiver) = mpsc::channel(4096);
@@ -92,29 +103,56 @@ impl StateStore {
                 requests,
                 receiver: Mutex::new(Some(receiver)),
                 on_pending: Mutex::new(None),
+                closed: CancellationToken::new(),
             }),
         })
     }
 
     /// The latest committed snapshot.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
         self.inner.current.borrow().clone()
     }
 
     /// A receiver that sees every new snapshot (blocking queries wait on it).
-    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.inner.current.subscribe()
     }
 
-    /// Applies one command and waits until it is durable.
-    pub async fn apply(&self, command: Command) -> Result<Applied, Error> {
+    /// Applies one command and waits until it is durable (or the store is closed).
+    pub(crate) async fn apply(&self, command: Command) -> Result<Applied, Error> {
+        let closed = &self.inner.closed;
         let (reply, answer) = oneshot::channel();
-        self.inner
-            .requests
-            .send(Request { command, reply })
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        answer.await.map_err(|_| Error::ShuttingDown)?
+        let request = Request { command, reply };
+        tokio::select! {
+            biased;
+            () = closed.cancelled() => return Err(Error::ShuttingDown),
+            sent = self.inner.requests.send(request) => sent.map_err(|_| Error::ShuttingDown)?,
+        }
+        tokio::select! {
+            biased;
+            () = closed.cancelled() => Err(Error::ShuttingDown),
+            answer = answer => answer.map_err(|_| Error::ShuttingDown)?,
+        }
+    }
+
+    /// Fails every waiting and later command with [`Error::ShuttingDown`] (server shutdown).
+    pub(crate) fn close(&self) {
+        self.inner.closed.cancel();
+    }
+
+    /// Reloads the snapshot from storage if another writer committed since it was published
+    /// (the stored index moved); `true` if it did. Called before a writer starts.
+    pub(crate) async fn catch_up(&self) -> Result<bool, Error> {
+        let stored = self.inner.storage.get(keys::INDEX.as_bytes()).await?;
+        let stored_index = stored.map_or(0, |kv| {
+            String::from_utf8_lossy(&kv.value).parse().unwrap_or(0)
+        });
+        if stored_index == self.snapshot().index {
+            return Ok(false);
+        }
+        let snapshot = load::load(self.inner.storage.as_ref()).await?;
+        self.inner.current.send_replace(Arc::new(snapshot));
+        Ok(true)
     }
 
     /// Sets who hears about pending evaluations after each commit (the broker).
@@ -125,22 +163,18 @@ impl StateStore {
     }
 }
 
-/// The writer loop: applies commands in batches until `shutdown`. Runs once per store.
-pub async fn run_writer(store: StateStore, shutdown: CancellationToken) {
-    let receiver = store
-        .inner
-        .receiver
-        .lock()
-        .ok()
-        .and_then(|mut slot| slot.take());
-    let Some(mut receiver) = receiver else {
-        tracing::error!("the scheduler state writer was started twice");
+/// The writer loop: applies commands in batches until `term` is cancelled, then fails the
+/// commands still waiting and gives the queue back for the next writer.
+pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
+    let mut queue = Queue::take(&store);
+    let Some(receiver) = queue.as_mut().and_then(|queue| queue.receiver.as_mut()) else {
+        tracing::error!("a second scheduler state writer was started; only one may run");
         return;
     };
     loop {
         let first = tokio::select! {
             biased;
-            () = shutdown.cancelled() => break,
+            () = term.cancelled() => break,
             request = receiver.recv() => match request {
                 Some(request) => request,
                 None => break,
@@ -154,6 +188,36 @@ pub async fn run_writer(store: StateStore, shutdown: CancellationToken) {
             }
         }
         commit_batch(&store, batch).await;
+    }
+    // This server no longer writes: whoever waits should retry (on the next leader).
+    while let Ok(Request { reply, .. }) = receiver.try_recv() {
+        let _ = reply.send(Err(Error::ShuttingDown));
+    }
+}
+
+/// The command queue, held by the running writer and given back when it stops (even if it
+/// panics), so only one writer runs at a time and the next one finds the queue.
+struct Queue<'a> {
+    slot: &'a Mutex<Option<mpsc::Receiver<Request>>>,
+    receiver: Option<mpsc::Receiver<Request>>,
+}
+
+impl<'a> Queue<'a> {
+    fn take(store: &'a StateStore) -> Option<Queue<'a>> {
+        let slot = &store.inner.receiver;
+        let receiver = slot.lock().ok()?.take()?;
+        Some(Queue {
+            slot,
+            receiver: Some(receiver),
+        })
+    }
+}
+
+impl Drop for Queue<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.slot.lock() {
+            *slot = self.receiver.take();
+        }
     }
 }
 

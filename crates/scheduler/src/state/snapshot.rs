@@ -2,7 +2,7 @@
 //!
 //! A [`Snapshot`] is what readers (HTTP handlers, placement) see: persistent maps (`imbl`)
 //! make a clone O(1), so every reader works on a consistent view while the writer prepares the
-//! next one. Only `state::writer` builds new snapshots, and only after their changes are
+//! next one. Only the state writer (`state::run_writer`) builds new snapshots, and only after their changes are
 //! durable in storage.
 //!
 //! Invariants:
@@ -22,7 +22,7 @@ use imbl::{OrdMap, OrdSet};
 use crate::structs::{Allocation, Comparable, Evaluation, Job, JobKey, JobSubmission, Node};
 
 /// Versions (and submissions) kept per job, as Nomad's `job_tracked_versions`.
-pub const TRACKED_VERSIONS: usize = 6;
+pub(crate) const TRACKED_VERSIONS: usize = 6;
 
 /// Per-table indexes: the index of the last write to each table (Nomad's `X-Nomad-Index`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,33 +35,34 @@ pub struct TableIndexes {
 
 /// A consistent view of every scheduler table.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub index: u64,
-    pub tables: TableIndexes,
-    pub jobs: OrdMap<JobKey, Arc<Job>>,
-    pub job_versions: OrdMap<(JobKey, u64), Arc<Job>>,
-    pub submissions: OrdMap<(JobKey, u64), Arc<JobSubmission>>,
-    pub allocs: OrdMap<String, Arc<Allocation>>,
-    pub allocs_by_node: OrdMap<String, OrdSet<String>>,
-    pub allocs_by_job: OrdMap<JobKey, OrdSet<String>>,
-    pub node_usage: OrdMap<String, Comparable>,
-    pub nodes: OrdMap<String, Arc<Node>>,
-    pub evals: OrdMap<String, Arc<Evaluation>>,
+pub(crate) struct Snapshot {
+    pub(crate) index: u64,
+    pub(crate) tables: TableIndexes,
+    pub(crate) jobs: OrdMap<JobKey, Arc<Job>>,
+    pub(crate) job_versions: OrdMap<(JobKey, u64), Arc<Job>>,
+    pub(crate) submissions: OrdMap<(JobKey, u64), Arc<JobSubmission>>,
+    pub(crate) allocs: OrdMap<String, Arc<Allocation>>,
+    pub(crate) allocs_by_node: OrdMap<String, OrdSet<String>>,
+    pub(crate) allocs_by_job: OrdMap<JobKey, OrdSet<String>>,
+    pub(crate) node_usage: OrdMap<String, Comparable>,
+    pub(crate) nodes: OrdMap<String, Arc<Node>>,
+    pub(crate) evals: OrdMap<String, Arc<Evaluation>>,
     /// IDs of the evaluations with status `blocked`.
-    pub blocked_evals: OrdSet<String>,
+    pub(crate) blocked_evals: OrdSet<String>,
 }
 
 impl Snapshot {
-    pub fn job(&self, namespace: &str, id: &str) -> Option<&Arc<Job>> {
+    #[cfg(test)]
+    pub(crate) fn job(&self, namespace: &str, id: &str) -> Option<&Arc<Job>> {
         self.jobs.get(&JobKey::new(namespace, id))
     }
 
-    pub fn job_version(&self, key: &JobKey, version: u64) -> Option<&Arc<Job>> {
+    pub(crate) fn job_version(&self, key: &JobKey, version: u64) -> Option<&Arc<Job>> {
         self.job_versions.get(&(key.clone(), version))
     }
 
     /// Every retained version of a job, newest first.
-    pub fn job_versions_of(&self, key: &JobKey) -> Vec<Arc<Job>> {
+    pub(crate) fn job_versions_of(&self, key: &JobKey) -> Vec<Arc<Job>> {
         let mut versions: Vec<Arc<Job>> = self
             .job_versions
             .range((key.clone(), 0)..=(key.clone(), u64::MAX))
@@ -71,12 +72,12 @@ impl Snapshot {
         versions
     }
 
-    pub fn alloc(&self, id: &str) -> Option<&Arc<Allocation>> {
+    pub(crate) fn alloc(&self, id: &str) -> Option<&Arc<Allocation>> {
         self.allocs.get(id)
     }
 
     /// The allocations of one node (terminal ones included), in ID order.
-    pub fn allocs_on_node(&self, node_id: &str) -> impl Iterator<Item = &Arc<Allocation>> {
+    pub(crate) fn allocs_on_node(&self, node_id: &str) -> impl Iterator<Item = &Arc<Allocation>> {
         self.allocs_by_node
             .get(node_id)
             .into_iter()
@@ -85,7 +86,7 @@ impl Snapshot {
     }
 
     /// The allocations of one job (every version, terminal ones included), in ID order.
-    pub fn allocs_of_job(&self, key: &JobKey) -> impl Iterator<Item = &Arc<Allocation>> {
+    pub(crate) fn allocs_of_job(&self, key: &JobKey) -> impl Iterator<Item = &Arc<Allocation>> {
         self.allocs_by_job
             .get(key)
             .into_iter()
@@ -94,15 +95,15 @@ impl Snapshot {
     }
 
     /// What the non-terminal allocations on a node use.
-    pub fn node_used(&self, node_id: &str) -> Comparable {
+    pub(crate) fn node_used(&self, node_id: &str) -> Comparable {
         self.node_usage.get(node_id).copied().unwrap_or_default()
     }
 
-    pub fn node(&self, id: &str) -> Option<&Arc<Node>> {
+    pub(crate) fn node(&self, id: &str) -> Option<&Arc<Node>> {
         self.nodes.get(id)
     }
 
-    pub fn eval(&self, id: &str) -> Option<&Arc<Evaluation>> {
+    pub(crate) fn eval(&self, id: &str) -> Option<&Arc<Evaluation>> {
         self.evals.get(id)
     }
 }

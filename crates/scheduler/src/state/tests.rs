@@ -92,6 +92,8 @@ struct Harness {
     store: StateStore,
     pending: Arc<Mutex<Vec<String>>>,
     shutdown: CancellationToken,
+    /// Runs the writer (its loops stop when it is dropped).
+    _runner: cluster::Runner,
 }
 
 async fn harness_over(storage: Arc<MemStorage>) -> Harness {
@@ -104,12 +106,15 @@ async fn harness_over(storage: Arc<MemStorage>) -> Harness {
         }
     }));
     let shutdown = CancellationToken::new();
-    tokio::spawn(run_writer(store.clone(), shutdown.clone()));
+    let runner = cluster::Runner::embedded(shutdown.clone());
+    let writer = store.clone();
+    runner.leader_loop("state writer", move |term| run_writer(writer.clone(), term));
     Harness {
         storage,
         store,
         pending,
         shutdown,
+        _runner: runner,
     }
 }
 
@@ -361,4 +366,64 @@ async fn a_reloaded_store_sees_exactly_what_was_published() {
     assert_eq!(after.nodes, before.nodes);
     assert_eq!(after.evals, before.evals);
     assert_eq!(after.blocked_evals, before.blocked_evals);
+}
+
+#[tokio::test]
+async fn a_new_writer_catches_up_with_what_another_writer_committed() {
+    let h = harness().await;
+    let follower = StateStore::open(h.storage.clone()).await.expect("open");
+    assert!(!follower.catch_up().await.expect("catch up"), "nothing new");
+    h.store.apply(register(job("web", 1))).await.expect("job");
+    assert!(follower.snapshot().job("default", "web").is_none());
+    assert!(follower.catch_up().await.expect("catch up"));
+    assert_eq!(follower.snapshot().index, h.store.snapshot().index);
+    assert!(follower.snapshot().job("default", "web").is_some());
+    assert!(!follower.catch_up().await.expect("catch up"), "caught up");
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn commands_wait_while_not_leading_and_fail_once_the_store_is_closed() {
+    let store = StateStore::open(Arc::new(MemStorage::new()))
+        .await
+        .expect("open");
+    let leadership = Arc::new(cluster::ManualLeadership::new(true));
+    let runner = cluster::Runner::new(leadership.clone(), CancellationToken::new());
+    let writer = store.clone();
+    runner.leader_loop("state writer", move |term| run_writer(writer.clone(), term));
+    store
+        .apply(register(job("a", 1)))
+        .await
+        .expect("while leading");
+
+    leadership.set(false);
+    // The writer has stopped once it gave the queue back.
+    let writer_stopped = || store.inner.receiver.lock().is_ok_and(|slot| slot.is_some());
+    for _ in 0..500 {
+        if writer_stopped() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(writer_stopped(), "the writer stops when leadership is lost");
+    let waiting = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("b", 1))).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "no writer runs: the command waits");
+    leadership.set(true);
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+        .await
+        .expect("the next writer applies it")
+        .expect("joined");
+    assert!(applied.is_ok(), "{applied:?}");
+    assert!(store.snapshot().job("default", "b").is_some());
+
+    store.close();
+    assert!(matches!(
+        store.apply(register(job("c", 1))).await,
+        Err(Error::ShuttingDown)
+    ));
+    runner.shutdown_and_wait().await;
 }

@@ -1,9 +1,10 @@
 //! The heartbeat monitor (Nomad's `heartbeat.go`): a node that misses its heartbeat TTL plus
 //! the grace period is marked down, which makes its allocations lost and replaced.
 //!
-//! Deadlines live in memory only (heartbeats are not written to storage); at start every node
-//! that is not down gets a fresh deadline, as Nomad's new leader does, so a restart never marks
-//! a healthy node down and never forgets a dead one.
+//! Deadlines live in memory only (heartbeats are not written to storage); when the monitor
+//! starts (each time this server gains leadership) every node that is not down gets a fresh
+//! deadline, as Nomad's new leader does, so a restart or a change of leader never marks a
+//! healthy node down and never forgets a dead one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,23 +19,24 @@ use crate::structs::NODE_STATUS_DOWN;
 
 /// When each live node must next be heard from.
 #[derive(Debug, Clone, Default)]
-pub struct Heartbeats {
+pub(crate) struct Heartbeats {
     deadlines: Arc<Mutex<HashMap<String, Instant>>>,
 }
 
 impl Heartbeats {
     /// The node was heard from: it must be heard from again within `ttl` (plus grace).
-    pub fn reset(&self, node_id: &str, within: Duration) {
+    pub(crate) fn reset(&self, node_id: &str, within: Duration) {
         if let Ok(mut deadlines) = self.deadlines.lock() {
             deadlines.insert(node_id.to_owned(), Instant::now() + within);
         }
     }
 
-    /// Whether the monitor is tracking the node.
-    pub fn tracks(&self, node_id: &str) -> bool {
-        self.deadlines
-            .lock()
-            .is_ok_and(|deadlines| deadlines.contains_key(node_id))
+    /// Tracks exactly `node_ids`, each due within `within` (the start of a monitor).
+    fn restart<'a>(&self, node_ids: impl Iterator<Item = &'a str>, within: Duration) {
+        let due = Instant::now() + within;
+        if let Ok(mut deadlines) = self.deadlines.lock() {
+            *deadlines = node_ids.map(|id| (id.to_owned(), due)).collect();
+        }
     }
 
     fn take_expired(&self) -> Vec<String> {
@@ -54,19 +56,23 @@ impl Heartbeats {
     }
 }
 
-pub(crate) async fn run(state: State, shutdown: CancellationToken) {
+/// Marks nodes down as their deadlines pass, until `term` ends. At start every node that is
+/// not down gets a fresh deadline (and nothing else is tracked).
+pub(crate) async fn run(state: State, term: CancellationToken) {
     let within = state.heartbeat_ttl() + state.config().heartbeat_grace;
-    for node in state.store().snapshot().nodes.values() {
-        if node.status != NODE_STATUS_DOWN {
-            state.heartbeats().reset(&node.id, within);
-        }
-    }
+    let snapshot = state.store().snapshot();
+    let live = snapshot
+        .nodes
+        .values()
+        .filter(|node| node.status != NODE_STATUS_DOWN)
+        .map(|node| node.id.as_str());
+    state.heartbeats().restart(live, within);
     let tick = (state.config().heartbeat_grace / 4)
         .clamp(Duration::from_millis(20), Duration::from_secs(1));
     loop {
         tokio::select! {
             biased;
-            () = shutdown.cancelled() => return,
+            () = term.cancelled() => return,
             () = tokio::time::sleep(tick) => {}
         }
         for node_id in state.heartbeats().take_expired() {

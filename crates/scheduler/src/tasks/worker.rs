@@ -7,7 +7,8 @@
 //! - A plan refused in part (a node filled up meanwhile) is recomputed from a fresh snapshot, at
 //!   most [`MAX_PLAN_ATTEMPTS`] times; then the evaluation is marked failed, as Nomad does.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -19,9 +20,11 @@ use crate::structs::{EVAL_STATUS_FAILED, EVAL_STATUS_PENDING, Evaluation};
 /// Plans computed for one evaluation before it is marked failed.
 const MAX_PLAN_ATTEMPTS: usize = 5;
 
-pub(crate) async fn run(state: State, shutdown: CancellationToken) {
+/// Takes evaluations from the broker until `term` ends; an evaluation taken is always
+/// finished (and acked) first.
+pub(crate) async fn run(state: State, term: CancellationToken) {
     let broker = state.broker().clone();
-    while let Some(eval) = broker.dequeue(&shutdown).await {
+    while let Some(eval) = broker.dequeue(&term).await {
         process(&state, &eval).await;
         broker.ack(&eval);
     }
@@ -41,6 +44,7 @@ async fn process(state: &State, queued: &Arc<Evaluation>) {
         let ctx = PlacementContext {
             now: crate::clock::now_nanos(),
             seed: rand::random(),
+            stopwatch: monotonic_nanos,
         };
         let plan = placement::compute(&snapshot, eval, &ctx);
         match store.apply(Command::ApplyPlan(Box::new(plan))).await {
@@ -64,4 +68,12 @@ async fn process(state: &State, queued: &Arc<Evaluation>) {
     if let Err(err) = store.apply(Command::UpsertEvals(vec![failed])).await {
         tracing::warn!(eval = %queued.id, error = %err, "cannot mark an evaluation failed");
     }
+}
+
+/// Nanoseconds on a monotonic clock (since its first reading): what placement times each
+/// node selection with (`AllocMetric.AllocationTime`).
+fn monotonic_nanos() -> i64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let elapsed = START.get_or_init(Instant::now).elapsed();
+    i64::try_from(elapsed.as_nanos()).unwrap_or(i64::MAX)
 }
