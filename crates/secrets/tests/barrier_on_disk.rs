@@ -150,10 +150,7 @@ async fn no_secret_value_reaches_the_data_directory_in_clear() {
     let shares: Vec<blahaj::Share> = keys[..2]
         .iter()
         .map(|k| {
-            let bytes: Vec<u8> = (0..k.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&k[i..i + 2], 16).unwrap())
-                .collect();
+            let bytes = stdx::hex::decode(k).unwrap();
             blahaj::Share::try_from(bytes.as_slice()).unwrap()
         })
         .collect();

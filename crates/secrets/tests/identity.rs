@@ -3,27 +3,15 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use axum::Router;
 use http::StatusCode;
-use secrets::{Config, State};
 use serde_json::{Value, json};
-use storage::MemStorage;
 use support::call;
 
 const ROOT: &str = "root-token-for-identity-tests";
 
 async fn dev() -> Router {
-    let config = Config {
-        dev_root_token: Some(ROOT.to_owned()),
-        ..Config::default()
-    };
-    secrets::router(
-        State::open(Arc::new(MemStorage::new()), config)
-            .await
-            .unwrap(),
-    )
+    support::dev(ROOT).await
 }
 
 async fn req(app: &Router, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {

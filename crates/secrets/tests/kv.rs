@@ -6,7 +6,7 @@ mod support;
 
 use http::StatusCode;
 use serde_json::json;
-use support::{call, dev};
+use support::{call, dev, token_with_policy};
 
 const ROOT: &str = "root";
 
@@ -120,25 +120,7 @@ async fn kv_create_vs_update_follows_the_acl_through_the_existence_check() {
     let app = dev(ROOT).await;
     let policy = r#"path "secret/create-only/*" { capabilities = ["create", "read"] }
 path "secret/update-only/*" { capabilities = ["update", "read"] }"#;
-    let (status, body) = call(
-        &app,
-        "PUT",
-        "/v1/sys/policies/acl/kv-test",
-        Some(ROOT),
-        Some(json!({"policy": policy})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let (status, body) = call(
-        &app,
-        "POST",
-        "/v1/auth/token/create",
-        Some(ROOT),
-        Some(json!({"policies": ["kv-test"]})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let token = body["auth"]["client_token"].as_str().unwrap().to_owned();
+    let token = token_with_policy(&app, ROOT, "kv-test", policy).await;
 
     // create-only: a new item is a create; overwriting an existing one is an update.
     let (status, body) = call(

@@ -4,32 +4,19 @@
 //! expiration manager itself (expiry, retries, irrevocable, renew caps, token and mount
 //! revocation, restart) is tested with a leasing test engine in `src/leases.rs`.
 
-use std::sync::Arc;
+mod support;
 
 use axum::Router;
-use axum::body::Body;
-use http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
-use secrets::{Config, State};
+use http::{StatusCode, header};
 use serde_json::{Value, json};
-use storage::MemStorage;
-use tower::ServiceExt;
 
 const ROOT: &str = "root";
 
 async fn app() -> Router {
-    let state = State::open(
-        Arc::new(MemStorage::new()),
-        Config {
-            dev_root_token: Some(ROOT.to_owned()),
-            dev_unseal_key_file: None,
-        },
-    )
-    .await
-    .unwrap();
-    secrets::router(state)
+    support::dev(ROOT).await
 }
 
+/// [`support::call`], also checking that every 4xx is JSON (Vault's error shape).
 async fn call(
     app: &Router,
     method: &str,
@@ -37,31 +24,20 @@ async fn call(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut request = Request::builder().method(method).uri(path);
-    if let Some(token) = token {
-        request = request.header("X-Vault-Token", token);
-    }
-    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-    let response = app
-        .clone()
-        .oneshot(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    if status.is_client_error() {
+    let response = support::send(app, method, path, token, body).await;
+    if response.status.is_client_error() {
         assert_eq!(
-            response.headers()[header::CONTENT_TYPE],
+            response.headers[header::CONTENT_TYPE],
             "application/json",
             "{method} {path}"
         );
     }
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = if bytes.is_empty() {
+    let value = if response.body.is_empty() {
         Value::Null
     } else {
-        serde_json::from_slice(&bytes).unwrap()
+        serde_json::from_slice(&response.body).unwrap()
     };
-    (status, value)
+    (response.status, value)
 }
 
 const UNKNOWN: &str = "secret/creds/nobody/AAAAAAAAAAAAAAAAAAAAAAAA";
@@ -204,25 +180,7 @@ async fn prefix_revocation_and_lease_listing_need_sudo() {
         path "sys/leases/*" { capabilities = ["create", "read", "update", "list"] }
         path "sys/revoke-prefix/*" { capabilities = ["update"] }
     "#;
-    let (status, body) = call(
-        &app,
-        "PUT",
-        "/v1/sys/policies/acl/lease-admin",
-        Some(ROOT),
-        Some(json!({"policy": policy})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let (status, created) = call(
-        &app,
-        "POST",
-        "/v1/auth/token/create",
-        Some(ROOT),
-        Some(json!({"policies": ["lease-admin"]})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let token = created["auth"]["client_token"].as_str().unwrap().to_owned();
+    let token = support::token_with_policy(&app, ROOT, "lease-admin", policy).await;
     let token = Some(token.as_str());
 
     // Without sudo: prefix revocation and listing are denied...

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Value, json};
 use storage::Storage;
-use support::{call, dev, dev_over};
+use support::{call, dev, dev_over, token_with_policy};
 
 const ROOT: &str = "root";
 
@@ -428,25 +428,7 @@ async fn enabling_auth_methods_needs_sudo_but_mounts_do_not() {
     let app = dev(ROOT).await;
     let policy = r#"path "sys/auth/*" { capabilities = ["create", "update", "read"] }
 path "sys/mounts/*" { capabilities = ["create", "update", "read"] }"#;
-    let (status, body) = call(
-        &app,
-        "PUT",
-        "/v1/sys/policies/acl/mounter",
-        Some(ROOT),
-        Some(json!({"policy": policy})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let (status, body) = call(
-        &app,
-        "POST",
-        "/v1/auth/token/create",
-        Some(ROOT),
-        Some(json!({"policies": ["mounter"]})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let token = body["auth"]["client_token"].as_str().unwrap().to_owned();
+    let token = token_with_policy(&app, ROOT, "mounter", policy).await;
 
     let (status, body) = call(
         &app,

@@ -15,35 +15,16 @@ async fn app() -> axum::Router {
 }
 
 async fn put_policy(app: &axum::Router, name: &str, policy: &str) {
-    let (status, body) = call(
-        app,
-        "PUT",
-        &format!("/v1/sys/policies/acl/{name}"),
-        Some(ROOT),
-        Some(json!({ "policy": policy })),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    support::put_policy(app, ROOT, name, policy).await;
 }
 
 /// A token with exactly these policies (`default` only when listed).
 async fn token_with(app: &axum::Router, policies: &[&str]) -> (String, String) {
-    let (status, body) = call(
-        app,
-        "POST",
-        "/v1/auth/token/create",
-        Some(ROOT),
-        Some(json!({
-            "policies": policies,
-            "no_default_policy": !policies.contains(&"default"),
-        })),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    (
-        body["auth"]["client_token"].as_str().unwrap().to_owned(),
-        body["auth"]["accessor"].as_str().unwrap().to_owned(),
-    )
+    let body = json!({
+        "policies": policies,
+        "no_default_policy": !policies.contains(&"default"),
+    });
+    support::create_token(app, ROOT, body).await
 }
 
 fn error_text(body: &Value) -> String {

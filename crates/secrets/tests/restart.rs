@@ -4,108 +4,24 @@
 //! (Lease deadlines across a restart are covered in `src/leases.rs`, `manager_tests`, with a
 //! leasing test engine the registry does not offer to integration tests.)
 
-use std::path::Path;
-use std::sync::Arc;
+mod support;
 
-use axum::Router;
-use axum::body::Body;
-use http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use secrets::{Config, State};
-use serde_json::{Value, json};
-use storage::Storage;
-use storage_redb::RedbStorage;
-use tower::ServiceExt;
-
-async fn call(
-    app: &Router,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut request = Request::builder().method(method).uri(path);
-    if let Some(token) = token {
-        request = request.header("X-Vault-Token", token);
-    }
-    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-    let response = app
-        .clone()
-        .oneshot(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
-    };
-    (status, value)
-}
-
-async fn open(path: &Path) -> (Arc<RedbStorage>, Router) {
-    let storage = Arc::new(RedbStorage::open(path).unwrap());
-    let state = State::open(storage.clone(), Config::default())
-        .await
-        .unwrap();
-    (storage, secrets::router(state))
-}
-
-async fn unseal(app: &Router, keys: &[String]) {
-    for key in keys {
-        let (status, body) = call(
-            app,
-            "PUT",
-            "/v1/sys/unseal",
-            None,
-            Some(json!({"key": key})),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-    }
-    let (_, status) = call(app, "GET", "/v1/sys/seal-status", None, None).await;
-    assert_eq!(status["sealed"], false, "{status}");
-}
+use http::StatusCode;
+use serde_json::json;
+use support::{call, create_token, init, put_policy, server, unseal};
 
 #[tokio::test]
 async fn everything_survives_a_restart_and_stays_enforced_after_unseal() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("cairn.redb");
+    let mut store = testkit::TempStore::new();
 
     // First life: init with 3 shares (threshold 2), unseal, fill.
-    let (storage, app) = open(&db).await;
-    let (status, init) = call(
-        &app,
-        "PUT",
-        "/v1/sys/init",
-        None,
-        Some(json!({"secret_shares": 3, "secret_threshold": 2})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{init}");
-    let keys: Vec<String> = init["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k.as_str().unwrap().to_owned())
-        .collect();
+    let app = server(store.storage()).await;
+    let (keys, root_token) = init(&app, 3, 2).await;
     assert_eq!(keys.len(), 3);
-    let root = init["root_token"].as_str().unwrap().to_owned();
     unseal(&app, &keys[..2]).await;
-    let root = Some(root.as_str());
-
     let policy = r#"path "team-a/allowed/*" { capabilities = ["read", "list"] }"#;
-    let (status, body) = call(
-        &app,
-        "PUT",
-        "/v1/sys/policies/acl/reader",
-        root,
-        Some(json!({"policy": policy})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    put_policy(&app, &root_token, "reader", policy).await;
+    let root = Some(root_token.as_str());
     let (status, body) = call(
         &app,
         "POST",
@@ -126,16 +42,8 @@ async fn everything_survives_a_restart_and_stays_enforced_after_unseal() {
         .await;
         assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     }
-    let (status, created) = call(
-        &app,
-        "POST",
-        "/v1/auth/token/create",
-        root,
-        Some(json!({"policies": ["reader"], "ttl": "1h"})),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{created}");
-    let limited = created["auth"]["client_token"].as_str().unwrap().to_owned();
+    let body = json!({"policies": ["reader"], "ttl": "1h"});
+    let (limited, _) = create_token(&app, &root_token, body).await;
     let (_, revoked) = call(
         &app,
         "POST",
@@ -157,9 +65,8 @@ async fn everything_survives_a_restart_and_stays_enforced_after_unseal() {
 
     // Restart: close the store, open it again.
     drop(app);
-    storage.close().await.unwrap();
-    drop(storage);
-    let (_storage, app) = open(&db).await;
+    store.reopen().await;
+    let app = server(store.storage()).await;
 
     let (status, seal) = call(&app, "GET", "/v1/sys/seal-status", None, None).await;
     assert_eq!(status, StatusCode::OK);

@@ -489,20 +489,15 @@ async fn a_server_restart_comes_up_sealed_and_unseals_with_the_shares() {
 }
 
 fn dev_config(key_file: &std::path::Path) -> Config {
-    Config {
-        dev_root_token: Some("dev-root".to_owned()),
-        dev_unseal_key_file: Some(key_file.to_path_buf()),
-    }
+    support::dev_config("dev-root", Some(key_file.to_path_buf()))
 }
 
 #[tokio::test]
 async fn dev_mode_unseals_itself_and_again_after_a_restart_with_its_key_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("data.redb");
-    let key_file = dir.path().join("unseal.key");
+    let mut store = testkit::TempStore::new();
+    let key_file = store.dir().join("unseal.key");
 
-    let storage: Arc<dyn Storage> = Arc::new(storage_redb::RedbStorage::open(&db).unwrap());
-    let state = State::open(storage.clone(), dev_config(&key_file))
+    let state = State::open(store.storage(), dev_config(&key_file))
         .await
         .unwrap();
     let app = secrets::router(state);
@@ -532,12 +527,10 @@ async fn dev_mode_unseals_itself_and_again_after_a_restart_with_its_key_file() {
     let key = std::fs::read_to_string(&key_file).unwrap();
     assert_eq!(key.trim().len(), 64);
     drop(app);
-    storage.close().await.unwrap();
-    drop(storage);
+    store.reopen().await;
 
     // Restart: same store, same key file: unsealed, same key, the root token works.
-    let storage: Arc<dyn Storage> = Arc::new(storage_redb::RedbStorage::open(&db).unwrap());
-    let state = State::open(storage.clone(), dev_config(&key_file))
+    let state = State::open(store.storage(), dev_config(&key_file))
         .await
         .unwrap();
     let app = secrets::router(state);
@@ -557,31 +550,19 @@ async fn dev_mode_unseals_itself_and_again_after_a_restart_with_its_key_file() {
     assert_eq!(status, StatusCode::NO_CONTENT);
     unseal(&app, &[key.trim().to_owned()]).await;
     drop(app);
-    storage.close().await.unwrap();
-    drop(storage);
+    store.reopen().await;
 
     // Without the key file an initialized dev store cannot open: a clear error, no panic.
-    let storage: Arc<dyn Storage> = Arc::new(storage_redb::RedbStorage::open(&db).unwrap());
-    let missing = dir.path().join("gone.key");
-    let err = State::open(storage.clone(), dev_config(&missing))
+    let missing = store.dir().join("gone.key");
+    let err = State::open(store.storage(), dev_config(&missing))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("unseal key file"), "{err}");
-    storage.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn in_memory_dev_mode_needs_no_key_file() {
-    let state = State::open(
-        mem(),
-        Config {
-            dev_root_token: Some("root".to_owned()),
-            dev_unseal_key_file: None,
-        },
-    )
-    .await
-    .unwrap();
-    let app = secrets::router(state);
+    let app = support::dev("root").await;
     assert_eq!(seal_status(&app).await["sealed"], false);
     let (status, _) = call(
         &app,

@@ -426,11 +426,12 @@ async fn renew_extends_within_the_max_and_respects_renewable() {
 
 #[tokio::test]
 async fn expired_tokens_are_gone() {
-    let app = dev().await;
+    let (state, clock) = support::dev_on_clock(ROOT).await;
+    let app = secrets::router(state);
     let (parent, _) = create_token(&app, ROOT, json!({"ttl": "1s"})).await;
     let (child, _) = create_token(&app, ROOT, json!({"ttl": "1h"})).await;
     assert_eq!(lookup_self(&app, &parent).await.0, StatusCode::OK);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clock.advance(Duration::from_millis(1100));
     assert_eq!(lookup_self(&app, &parent).await.0, StatusCode::FORBIDDEN);
     let (status, body) = call(
         &app,
@@ -537,7 +538,7 @@ async fn gone_soon(app: &Router, token: &str) -> bool {
 
 #[tokio::test]
 async fn the_background_pass_revokes_subtrees_of_expired_and_used_up_tokens() {
-    let state = support::dev_state(testkit::mem_storage(), ROOT, None).await;
+    let (state, clock) = support::dev_on_clock(ROOT).await;
     let app = secrets::router(state.clone());
     let runner = cluster::Runner::embedded(tokio_util::sync::CancellationToken::new());
     secrets::start_tasks(&state, &runner);
@@ -550,6 +551,7 @@ async fn the_background_pass_revokes_subtrees_of_expired_and_used_up_tokens() {
     let (once_child, _) = create_token(&app, &once, json!({"ttl": "1h"})).await;
     assert_eq!(lookup_self(&app, &child).await.0, StatusCode::OK);
 
+    clock.advance(Duration::from_secs(2));
     assert!(gone_soon(&app, &child).await, "child of an expired parent");
     assert!(
         gone_soon(&app, &once_child).await,

@@ -4,27 +4,15 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use axum::Router;
 use http::StatusCode;
-use secrets::{Config, State};
 use serde_json::{Value, json};
-use storage::MemStorage;
 use support::call;
 
 const ROOT: &str = "root-token-for-userpass-tests";
 
 async fn dev_with_userpass() -> Router {
-    let config = Config {
-        dev_root_token: Some(ROOT.to_owned()),
-        ..Config::default()
-    };
-    let app = secrets::router(
-        State::open(Arc::new(MemStorage::new()), config)
-            .await
-            .unwrap(),
-    );
+    let app = support::dev(ROOT).await;
     let (status, body) = root(
         &app,
         "POST",
@@ -153,14 +141,13 @@ async fn a_login_token_does_what_its_policies_allow() {
     let (status, body) = root(&app, "POST", "sys/mounts/kv", Some(json!({"type": "kv"}))).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     root(&app, "POST", "kv/shared", Some(json!({"v": "1"}))).await;
-    let (status, body) = root(
+    support::put_policy(
         &app,
-        "PUT",
-        "sys/policies/acl/reader",
-        Some(json!({"policy": "path \"kv/shared\" { capabilities = [\"read\"] }"})),
+        ROOT,
+        "reader",
+        r#"path "kv/shared" { capabilities = ["read"] }"#,
     )
     .await;
-    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     root(
         &app,
         "POST",
