@@ -1260,12 +1260,10 @@ mod manager_tests {
 
     #[tokio::test]
     async fn timers_are_dropped_on_seal_and_rebuilt_from_storage_after_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let key_file = dir.path().join("unseal.key");
-        let db = dir.path().join("cairn.redb");
-        let storage = Arc::new(storage_redb::RedbStorage::open(&db).unwrap());
+        let mut store = testkit::TempStore::new();
+        let key_file = store.dir().join("unseal.key");
         let first = fixture_on(
-            open(storage.clone(), Some(key_file.clone())).await,
+            open(store.storage(), Some(key_file.clone())).await,
             "leasing/",
             3600,
             7200,
@@ -1282,12 +1280,16 @@ mod manager_tests {
         first.state.leases().clear();
         assert_eq!(first.state.leases().pending(), 0, "seal drops every timer");
         drop(first);
-        storage.close().await.unwrap();
-        drop(storage);
 
         // Restart: the store reopened from disk, a new State; nothing ran in between.
-        let storage = Arc::new(storage_redb::RedbStorage::open(&db).unwrap());
-        let second = fixture_on(open(storage, Some(key_file)).await, "leasing/", 0, 0).await;
+        store.reopen().await;
+        let second = fixture_on(
+            open(store.storage(), Some(key_file)).await,
+            "leasing/",
+            0,
+            0,
+        )
+        .await;
         assert_eq!(
             second.state.leases().pending(),
             2,
@@ -1313,29 +1315,24 @@ mod manager_tests {
         runner.shutdown_and_wait().await;
     }
 
+    /// One request through the router as the dev root token.
     async fn http(
         state: &State,
         method: &str,
         path: &str,
         body: serde_json::Value,
     ) -> (http::StatusCode, serde_json::Value) {
-        use http_body_util::BodyExt;
-        use tower::ServiceExt;
-        let request = http::Request::builder()
-            .method(method)
-            .uri(path)
+        let request = testkit::request(method, path)
             .header("X-Vault-Token", "root")
             .body(axum::body::Body::from(body.to_string()))
             .unwrap();
-        let response = crate::router(state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let value = if bytes.is_empty() {
+        let response = testkit::call(&crate::router(state.clone()), request).await;
+        let value = if response.body.is_empty() {
             serde_json::Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap()
+            serde_json::from_slice(&response.body).unwrap()
         };
-        (status, value)
+        (response.status, value)
     }
 
     #[tokio::test]
