@@ -552,6 +552,57 @@ mod tests {
     }
 
     #[test]
+    fn allocs_created_in_the_same_millisecond_list_in_creation_order() {
+        // Same CreateTime, IDs sorting against creation: the CreateIndex decides.
+        let mut first = alloc("bb", "default", 7);
+        let mut second = alloc("aa", "default", 8);
+        first.create_time = 1_700_000_000_000_000_000;
+        second.create_time = first.create_time;
+        let snap = snapshot(&[second, first]);
+        let all = |_: &str| true;
+        let page = list_allocs(&snap, &query("default", "", 0, None), &all)
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(ids(&page), vec!["bb", "aa"]);
+        let mut reversed = query("default", "", 0, None);
+        reversed.paging.reverse = true;
+        let page = list_allocs(&snap, &reversed, &all).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(ids(&page), vec!["aa", "bb"]);
+    }
+
+    #[test]
+    fn evals_created_in_the_same_millisecond_list_in_creation_order() {
+        let eval = |id: &str, create_index: u64| Evaluation {
+            id: id.to_owned(),
+            namespace: "default".to_owned(),
+            job_id: "web".to_owned(),
+            create_index,
+            modify_index: create_index,
+            create_time: 1_700_000_000_000_000_000,
+            ..Evaluation::default()
+        };
+        let mut snap = Snapshot::default();
+        for eval in [eval("bb", 7), eval("aa", 8), eval("cc", 8)] {
+            snap.evals.insert(eval.id.clone(), Arc::new(eval));
+        }
+        let query = EvalListQuery {
+            namespace: "default",
+            prefix: String::new(),
+            job: None,
+            status: None,
+            paging: meta::Paging {
+                per_page: 0,
+                next_token: None,
+                reverse: false,
+            },
+            filter: None,
+        };
+        let page = list_evals(&snap, &query, &|_: &str| true).unwrap_or_else(|err| panic!("{err}"));
+        let listed: Vec<&str> = page.items.iter().map(|eval| eval.id.as_str()).collect();
+        // One batch (one CreateIndex) lists by ID, as upstream's (CreateIndex, ID) index.
+        assert_eq!(listed, vec!["bb", "aa", "cc"]);
+    }
+
+    #[test]
     fn allocs_with_prefix_list_in_id_order_and_namespace_is_respected() {
         let snap = snapshot(&[
             alloc("ab02", "default", 1),

@@ -3,73 +3,26 @@
 //! tokens with namespace policies (globs, deny precedence), anonymous requests, unknown tokens,
 //! policy validation, namespace CRUD with ACL-filtered lists, and ACLs disabled.
 //!
-//! Each test drives `scheduler::router` through `tower::ServiceExt::oneshot` over a fresh
-//! `MemStorage`, with `scheduler::start_tasks` running so job writes apply. Policy evaluation
-//! itself (glob ranking, merging) is unit-tested beside the code in `src/acl/`.
+//! Each test drives `scheduler::router` in-process (`support::Scheduler`, over
+//! `testkit::call`) over a fresh `MemStorage`, with `scheduler::start_tasks` running so job
+//! writes apply. Policy evaluation itself (glob ranking, merging) is unit-tested beside the code
+//! in `src/acl/`.
+
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::FromRequestParts;
-use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::BodyExt;
+use http::{Method, Request, StatusCode};
+use scheduler::Config;
 use scheduler::acl::{Authz, Capability};
-use scheduler::{Config, State};
 use serde_json::{Value, json};
-use storage::{MemStorage, Storage};
-use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
+use storage::Storage;
+use support::{Reply, Scheduler};
 
 const ROOT: &str = "s.root-token-for-tests";
-
-/// A scheduler over in-memory storage, with its background loops running.
-struct Scheduler {
-    state: State,
-    router: Router,
-    shutdown: CancellationToken,
-    /// Runs the background loops (they stop when it is dropped).
-    _runner: cluster::Runner,
-}
-
-impl Drop for Scheduler {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// One answer: status, headers and the body as text.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|err| panic!("not JSON ({err}): {:?}", self.body))
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|value| value.to_str().ok())
-    }
-
-    #[track_caller]
-    fn expect(self, status: StatusCode) -> Reply {
-        assert_eq!(self.status, status, "body: {}", self.body);
-        self
-    }
-
-    #[track_caller]
-    fn expect_error(self, status: StatusCode, text: &str) -> Reply {
-        assert_eq!(self.status, status, "body: {}", self.body);
-        assert!(self.body.contains(text), "{:?} lacks {text:?}", self.body);
-        self
-    }
-}
 
 /// How a request presents its token.
 #[derive(Debug, Clone, Copy)]
@@ -80,28 +33,34 @@ enum Token<'a> {
     Bearer(&'a str),
 }
 
+impl Token<'_> {
+    /// Every way a request can present `secret`.
+    fn every_form(secret: &str) -> [Token<'_>; 3] {
+        [
+            Token::Scheduler(secret),
+            Token::Nomad(secret),
+            Token::Bearer(secret),
+        ]
+    }
+}
+
 impl Scheduler {
     /// ACLs on with `ROOT` as the dev root token, as `cairn dev`.
     async fn dev() -> Scheduler {
-        Scheduler::open(Arc::new(MemStorage::new()), true, Some(ROOT)).await
+        Scheduler::with_acl(testkit::mem_storage(), true, Some(ROOT)).await
     }
 
-    async fn open(storage: Arc<dyn Storage>, acl_enabled: bool, root: Option<&str>) -> Scheduler {
+    async fn with_acl(
+        storage: Arc<dyn Storage>,
+        acl_enabled: bool,
+        root: Option<&str>,
+    ) -> Scheduler {
         let config = Config {
             acl_enabled,
             dev_root_token: root.map(str::to_owned),
             ..Config::default()
         };
-        let state = State::open(storage, config).await.expect("open state");
-        let shutdown = CancellationToken::new();
-        let runner = cluster::Runner::embedded(shutdown.clone());
-        scheduler::start_tasks(&state, &runner);
-        Scheduler {
-            router: scheduler::router(state.clone()),
-            state,
-            shutdown,
-            _runner: runner,
-        }
+        Scheduler::open(storage, config).await
     }
 
     async fn call(
@@ -111,7 +70,7 @@ impl Scheduler {
         token: Token<'_>,
         body: Option<Value>,
     ) -> Reply {
-        let mut request = Request::builder().method(method).uri(path);
+        let mut request = testkit::request(method.as_str(), path);
         request = match token {
             Token::None => request,
             Token::Scheduler(secret) => request.header("X-Scheduler-Token", secret),
@@ -122,25 +81,7 @@ impl Scheduler {
             Some(value) => Body::from(value.to_string()),
             None => Body::empty(),
         };
-        let response = self
-            .router
-            .clone()
-            .oneshot(request.body(body).expect("request"))
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        Reply {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+        self.handle(request.body(body).expect("request")).await
     }
 
     async fn get(&self, path: &str, token: Token<'_>) -> Reply {
@@ -180,6 +121,13 @@ impl Scheduler {
             .as_str()
             .expect("SecretID")
             .to_owned()
+    }
+
+    /// Writes policy `name` with `rules` and creates a client token holding only it; returns
+    /// its SecretID.
+    async fn client_token_with(&self, name: &str, rules: &str) -> String {
+        self.policy(name, rules).await;
+        self.client_token(&[name]).await
     }
 
     /// Creates namespace `name` as root.
@@ -251,7 +199,7 @@ async fn bootstrap_with_a_dev_root_token_is_already_done() {
 
 #[tokio::test]
 async fn bootstrap_creates_one_management_token_then_refuses() {
-    let scheduler = Scheduler::open(Arc::new(MemStorage::new()), true, None).await;
+    let scheduler = Scheduler::with_acl(testkit::mem_storage(), true, None).await;
     let reply = scheduler
         .call(Method::POST, "/v1/acl/bootstrap", Token::None, None)
         .await
@@ -262,10 +210,7 @@ async fn bootstrap_creates_one_management_token_then_refuses() {
     assert_eq!(token["Global"], true);
     assert!(token["Policies"].is_null());
     let index = token["CreateIndex"].as_u64().expect("CreateIndex");
-    assert_eq!(
-        reply.header("x-scheduler-index"),
-        Some(index.to_string().as_str())
-    );
+    assert_eq!(reply.index(), index);
     let secret = token["SecretID"].as_str().expect("SecretID").to_owned();
     assert_eq!(secret.len(), 36);
     assert!(
@@ -292,7 +237,7 @@ async fn bootstrap_creates_one_management_token_then_refuses() {
 
 #[tokio::test]
 async fn bootstrap_accepts_a_chosen_uuid_secret_only() {
-    let scheduler = Scheduler::open(Arc::new(MemStorage::new()), true, None).await;
+    let scheduler = Scheduler::with_acl(testkit::mem_storage(), true, None).await;
     scheduler
         .post(
             "/v1/acl/bootstrap",
@@ -323,11 +268,7 @@ async fn bootstrap_accepts_a_chosen_uuid_secret_only() {
 #[tokio::test]
 async fn root_token_can_do_everything() {
     let scheduler = Scheduler::dev().await;
-    for token in [
-        Token::Scheduler(ROOT),
-        Token::Nomad(ROOT),
-        Token::Bearer(ROOT),
-    ] {
+    for token in Token::every_form(ROOT) {
         let me = scheduler
             .get("/v1/acl/token/self", token)
             .await
@@ -337,9 +278,8 @@ async fn root_token_can_do_everything() {
         assert_eq!(me["SecretID"], ROOT);
     }
     scheduler
-        .policy("readers", r#"namespace "default" { policy = "read" }"#)
+        .client_token_with("readers", r#"namespace "default" { policy = "read" }"#)
         .await;
-    scheduler.client_token(&["readers"]).await;
     scheduler.namespace("team-a").await;
     scheduler
         .post("/v1/jobs", Token::Scheduler(ROOT), job("web", "team-a"))
@@ -379,15 +319,10 @@ async fn root_token_can_do_everything() {
 #[tokio::test]
 async fn read_policy_on_default_lists_jobs_but_cannot_submit() {
     let scheduler = Scheduler::dev().await;
-    scheduler
-        .policy("readers", r#"namespace "default" { policy = "read" }"#)
+    let secret = scheduler
+        .client_token_with("readers", r#"namespace "default" { policy = "read" }"#)
         .await;
-    let secret = scheduler.client_token(&["readers"]).await;
-    for token in [
-        Token::Scheduler(&secret),
-        Token::Nomad(&secret),
-        Token::Bearer(&secret),
-    ] {
+    for token in Token::every_form(&secret) {
         scheduler
             .get("/v1/jobs", token)
             .await
@@ -428,10 +363,9 @@ async fn read_policy_on_default_lists_jobs_but_cannot_submit() {
 #[tokio::test]
 async fn write_policy_lets_a_client_token_submit_jobs() {
     let scheduler = Scheduler::dev().await;
-    scheduler
-        .policy("writers", r#"namespace "default" { policy = "write" }"#)
+    let secret = scheduler
+        .client_token_with("writers", r#"namespace "default" { policy = "write" }"#)
         .await;
-    let secret = scheduler.client_token(&["writers"]).await;
     scheduler
         .post("/v1/jobs", Token::Nomad(&secret), job("web", "default"))
         .await
@@ -511,15 +445,14 @@ async fn glob_rules_rank_by_specificity_and_deny_wins() {
 #[tokio::test]
 async fn explicit_capabilities_grant_exactly_what_they_name() {
     let scheduler = Scheduler::dev().await;
-    scheduler
-        .policy(
+    let secret = scheduler
+        .client_token_with(
             "ops",
             r#"namespace "default" { capabilities = ["alloc-lifecycle", "alloc-node-exec", "policy-engine-override"] }
                node { policy = "read" }
                agent { policy = "write" }"#,
         )
         .await;
-    let secret = scheduler.client_token(&["ops"]).await;
     let authz = scheduler.authz(Some(&secret)).await.expect("resolves");
     assert!(authz.allows_namespace("default", Capability::AllocLifecycle));
     assert!(authz.allows_namespace("default", Capability::AllocNodeExec));
@@ -586,10 +519,9 @@ async fn unknown_token_is_403_acl_token_not_found() {
 #[tokio::test]
 async fn deleted_policies_and_tokens_stop_granting_at_once() {
     let scheduler = Scheduler::dev().await;
-    scheduler
-        .policy("readers", r#"namespace "default" { policy = "read" }"#)
+    let secret = scheduler
+        .client_token_with("readers", r#"namespace "default" { policy = "read" }"#)
         .await;
-    let secret = scheduler.client_token(&["readers"]).await;
     scheduler
         .get("/v1/jobs", Token::Nomad(&secret))
         .await
@@ -791,10 +723,7 @@ async fn blocking_policy_list_wakes_on_a_write() {
         .get("/v1/acl/policies", Token::Scheduler(ROOT))
         .await
         .expect(StatusCode::OK);
-    let index: u64 = first
-        .header("x-scheduler-index")
-        .and_then(|value| value.parse().ok())
-        .expect("index");
+    let index: u64 = first.index();
     let waiter = {
         let scheduler = Arc::clone(&scheduler);
         tokio::spawn(async move {
@@ -958,15 +887,14 @@ async fn invalid_tokens_are_refused_with_upstream_messages() {
 
 #[tokio::test]
 async fn tokens_survive_a_restart() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let storage: Arc<dyn Storage> = testkit::mem_storage();
     let secret = {
-        let scheduler = Scheduler::open(Arc::clone(&storage), true, Some(ROOT)).await;
+        let scheduler = Scheduler::with_acl(Arc::clone(&storage), true, Some(ROOT)).await;
         scheduler
-            .policy("readers", r#"namespace "default" { policy = "read" }"#)
-            .await;
-        scheduler.client_token(&["readers"]).await
+            .client_token_with("readers", r#"namespace "default" { policy = "read" }"#)
+            .await
     };
-    let scheduler = Scheduler::open(storage, true, Some("s.another-root")).await;
+    let scheduler = Scheduler::with_acl(storage, true, Some("s.another-root")).await;
     scheduler
         .get("/v1/jobs", Token::Nomad(&secret))
         .await
@@ -1144,14 +1072,13 @@ async fn namespace_lists_show_only_namespaces_the_token_may_use() {
             .await
             .expect(StatusCode::OK);
     }
-    scheduler
-        .policy(
+    let secret = scheduler
+        .client_token_with(
             "teams",
             r#"namespace "team-*" { policy = "read" }
                namespace "team-b" { policy = "deny" }"#,
         )
         .await;
-    let secret = scheduler.client_token(&["teams"]).await;
 
     let list = scheduler
         .get("/v1/namespaces", Token::Nomad(&secret))
@@ -1192,7 +1119,7 @@ async fn namespace_lists_show_only_namespaces_the_token_may_use() {
 
 #[tokio::test]
 async fn acl_disabled_allows_everything() {
-    let scheduler = Scheduler::open(Arc::new(MemStorage::new()), false, None).await;
+    let scheduler = Scheduler::with_acl(testkit::mem_storage(), false, None).await;
     scheduler
         .post("/v1/namespace", Token::None, json!({"Name": "free"}))
         .await

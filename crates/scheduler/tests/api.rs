@@ -2,8 +2,8 @@
 //! client-protocol endpoints, named after behaviour, including the error paths and bad input
 //! (which must answer 4xx and change nothing).
 //!
-//! Each test drives `scheduler::router` through `tower::ServiceExt::oneshot` over a fresh
-//! `MemStorage`, with `scheduler::start_tasks` running, so registrations are evaluated and placed
+//! Each test drives `scheduler::router` in-process (`support::Scheduler`, over
+//! `testkit::call`) over a fresh `MemStorage`, with `scheduler::start_tasks` running, so registrations are evaluated and placed
 //! for real. Fake client nodes register and heartbeat through the `/v1/internal/*` client
 //! protocol with `raw_exec` healthy and plenty of resources; nothing runs processes.
 //!
@@ -11,86 +11,19 @@
 //! placement core (`placement::compute`) to place allocations; everything else holds with a
 //! placement that places nothing. Polls wait at most a few seconds; no test sleeps long.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::BodyExt;
-use scheduler::{Config, State};
+use http::{Method, StatusCode};
+use scheduler::Config;
 use serde_json::{Value, json};
-use storage::MemStorage;
+use support::{Reply, Scheduler};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 /// How long a poll for an asynchronous outcome (placement, heartbeat expiry) may take.
 const POLL_LIMIT: Duration = Duration::from_secs(5);
-
-/// A scheduler over in-memory storage, with its background loops running.
-struct Scheduler {
-    state: State,
-    router: Router,
-    shutdown: CancellationToken,
-    /// Runs the background loops (they stop when it is dropped).
-    _runner: cluster::Runner,
-}
-
-impl Drop for Scheduler {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// One answer: status, headers and the body as text.
-#[derive(Debug)]
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|err| panic!("not JSON ({err}): {:?}", self.body))
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|value| value.to_str().ok())
-    }
-
-    /// `X-Scheduler-Index` (also checks the `X-Nomad-Index` alias carries the same value).
-    #[track_caller]
-    fn index(&self) -> u64 {
-        let index = self.header("x-scheduler-index").expect("X-Scheduler-Index");
-        assert_eq!(
-            self.header("x-nomad-index"),
-            Some(index),
-            "X-Nomad-Index alias"
-        );
-        index.parse().expect("numeric index")
-    }
-
-    #[track_caller]
-    fn expect(self, status: StatusCode) -> Reply {
-        assert_eq!(self.status, status, "body: {}", self.body);
-        self
-    }
-
-    #[track_caller]
-    fn expect_error(self, status: StatusCode, text: &str) -> Reply {
-        assert_eq!(self.status, status, "body: {}", self.body);
-        assert!(self.body.contains(text), "{:?} lacks {text:?}", self.body);
-        let content_type = self.header("content-type").unwrap_or("");
-        assert!(
-            content_type.starts_with("text/plain"),
-            "errors are plain text, got {content_type:?}"
-        );
-        self
-    }
-}
 
 /// A fake client node: its ID and secret.
 #[derive(Debug, Clone)]
@@ -159,18 +92,7 @@ impl Scheduler {
     }
 
     async fn with_config(config: Config) -> Scheduler {
-        let state = State::open(Arc::new(MemStorage::new()), config)
-            .await
-            .expect("open state");
-        let shutdown = CancellationToken::new();
-        let runner = cluster::Runner::embedded(shutdown.clone());
-        scheduler::start_tasks(&state, &runner);
-        Scheduler {
-            router: scheduler::router(state.clone()),
-            state,
-            shutdown,
-            _runner: runner,
-        }
+        Scheduler::open(testkit::mem_storage(), config).await
     }
 
     async fn send(
@@ -180,32 +102,12 @@ impl Scheduler {
         token: Option<&str>,
         body: Option<String>,
     ) -> Reply {
-        let mut request = Request::builder().method(method).uri(path);
+        let mut request = testkit::request(method.as_str(), path);
         if let Some(token) = token {
             request = request.header("X-Nomad-Token", token);
         }
-        let request = request
-            .body(body.map_or_else(Body::empty, Body::from))
-            .expect("request");
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("infallible router");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        Reply {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+        let body = body.map_or_else(axum::body::Body::empty, axum::body::Body::from);
+        self.handle(request.body(body).expect("request")).await
     }
 
     async fn get(&self, path: &str) -> Reply {
@@ -1329,6 +1231,46 @@ async fn allocation_stop_places_a_replacement_placed() {
 }
 
 #[tokio::test]
+async fn evaluations_created_in_the_same_millisecond_list_in_creation_order() {
+    let s = Scheduler::new().await;
+    // Registered back to back (well within one millisecond of each other on a fast machine):
+    // the order comes from each evaluation's CreateIndex, never from its CreateTime or ID.
+    let mut created = Vec::new();
+    for job in ["zz", "mm", "aa"] {
+        let reply = s.register(service_job(job, 1)).await;
+        created.push(reply["EvalID"].as_str().unwrap_or("").to_owned());
+    }
+    let listed = ids(&s.get("/v1/evaluations").await.expect(StatusCode::OK).json());
+    let positions: Vec<usize> = created
+        .iter()
+        .map(|id| {
+            listed
+                .iter()
+                .position(|listed| listed == id)
+                .expect("listed")
+        })
+        .collect();
+    assert!(
+        positions.windows(2).all(|pair| pair[0] < pair[1]),
+        "creation order {created:?}, listed {listed:?}"
+    );
+    let reversed = ids(&s.get("/v1/evaluations?reverse=true").await.json());
+    let positions: Vec<usize> = created
+        .iter()
+        .map(|id| {
+            reversed
+                .iter()
+                .position(|listed| listed == id)
+                .expect("listed")
+        })
+        .collect();
+    assert!(
+        positions.windows(2).all(|pair| pair[0] > pair[1]),
+        "reverse creation order {created:?}, listed {reversed:?}"
+    );
+}
+
+#[tokio::test]
 async fn evaluations_list_and_read() {
     let s = Scheduler::new().await;
     let web = s.register(service_job("web", 1)).await;
@@ -1756,11 +1698,12 @@ async fn silent_node_loses_its_allocations_placed() {
         let node = node.clone();
         tokio::spawn(async move {
             for _ in 0..100 {
-                let request = Request::put(format!("/v1/internal/node/{}/heartbeat", node.id))
+                let path = format!("/v1/internal/node/{}/heartbeat", node.id);
+                let request = testkit::request("PUT", &path)
                     .header("X-Nomad-Token", &node.secret)
-                    .body(Body::empty())
+                    .body(axum::body::Body::empty())
                     .expect("request");
-                let _ = router.clone().oneshot(request).await;
+                testkit::call(&router, request).await;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         })
