@@ -73,7 +73,8 @@ impl IntoResponse for Error {
 }
 
 /// Several problems in one message, as hashicorp/go-multierror renders them (upstream joins
-/// validation errors with it): `1 error occurred:\n\t* a\n\n`, `2 errors occurred:\n\t* a\n\t* b\n\n`.
+/// validation errors with it): `1 error occurred:\n\t* a\n\n`,
+/// `2 errors occurred:\n\t* a\n\t* b\n\n`.
 pub(crate) fn multierror(errors: &[String]) -> String {
     let noun = if errors.len() == 1 { "error" } else { "errors" };
     let mut out = format!("{} {noun} occurred:\n", errors.len());

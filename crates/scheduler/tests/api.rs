@@ -3,9 +3,10 @@
 //! (which must answer 4xx and change nothing).
 //!
 //! Each test drives `scheduler::router` in-process (`support::Scheduler`, over
-//! `testkit::call`) over a fresh `MemStorage`, with `scheduler::start_tasks` running, so registrations are evaluated and placed
-//! for real. Fake client nodes register and heartbeat through the `/v1/internal/*` client
-//! protocol with `raw_exec` healthy and plenty of resources; nothing runs processes.
+//! `testkit::call`) over a fresh `MemStorage`, with `scheduler::start_tasks` running, so
+//! registrations are evaluated and placed for real. Fake client nodes register and heartbeat
+//! through the `/v1/internal/*` client protocol with `raw_exec` healthy and plenty of
+//! resources; nothing runs processes.
 //!
 //! Tests whose names end in `_placed` (and the assertions marked "placement") need the
 //! placement core (`placement::compute`) to place allocations; everything else holds with a

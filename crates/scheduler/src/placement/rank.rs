@@ -12,10 +12,11 @@
 //! affinities or spreads), skipping up to 3 candidates scoring ≤ 0, and the best score wins.
 //!
 //! Invariants: pure (randomness only from the run's seeded generator; the `AllocationTime`
-//! metric is timed with the caller's stopwatch, no clock is read here); per candidate node nothing is allocated unless
-//! it is filtered by a constraint not seen before (metric keys), and a node already checked
-//! is not read again (capacity, usage and feasibility come from dense per-position vectors);
-//! what the plan already placed or stopped is accounted for through [`Proposed`].
+//! metric is timed with the caller's stopwatch, no clock is read here); per candidate node
+//! nothing is allocated unless it is filtered by a constraint not seen before (metric keys),
+//! and a node already checked is not read again (capacity, usage and feasibility come from
+//! dense per-position vectors); what the plan already placed or stopped is accounted for
+//! through [`Proposed`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //!
 //! A [`Snapshot`] is what readers (HTTP handlers, placement) see: persistent maps (`imbl`)
 //! make a clone O(1), so every reader works on a consistent view while the writer prepares the
-//! next one. Only the state writer (`state::run_writer`) builds new snapshots, and only after their changes are
-//! durable in storage.
+//! next one. Only the state writer (`state::run_writer`) builds new snapshots, and only after
+//! their changes are durable in storage (a new writer may also reload one from storage:
+//! `StateStore::catch_up`).
 //!
 //! Invariants:
 //! - `index` is the index of the last committed write; every record's `ModifyIndex` is at most
