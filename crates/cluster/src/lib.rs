@@ -160,10 +160,14 @@ impl Runner {
         F: FnMut(CancellationToken) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let mut leading = self.inner.leadership.watch();
+        let leadership = self.inner.leadership.clone();
+        let mut leading = leadership.watch();
         let shutdown = self.inner.shutdown.clone();
         let tasks = self.inner.tasks.clone();
         self.inner.tasks.spawn(async move {
+            // The loop keeps the leadership alive, so dropping every `Runner` handle does not
+            // end it; only shutdown (or the leadership closing by itself) does.
+            let _leadership = leadership;
             loop {
                 if !wait_until(&mut leading, true, &shutdown).await {
                     return;
@@ -286,6 +290,23 @@ mod tests {
         runner.shutdown_and_wait().await;
         assert_eq!(next(&mut events).await, "stopped");
         assert_eq!(running.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn leader_loops_outlive_the_runner_handle_until_shutdown() {
+        let shutdown = CancellationToken::new();
+        let runner = Runner::embedded(shutdown.clone());
+        let (mut events, running) = reporting_loop(&runner);
+        assert_eq!(next(&mut events).await, "started");
+        drop(runner);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            running.load(Ordering::SeqCst),
+            1,
+            "still running without a handle"
+        );
+        shutdown.cancel();
+        assert_eq!(next(&mut events).await, "stopped");
     }
 
     #[tokio::test]
