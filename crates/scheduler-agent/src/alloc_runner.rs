@@ -26,8 +26,9 @@ use tokio::task::JoinSet;
 
 use crate::Shared;
 use crate::events;
+use crate::handles::TaskCommand;
 use crate::state::{AllocRecord, TaskRecord, is_safe_component};
-use crate::task_runner::{TaskCommand, TaskContext, TaskRunner, TaskUpdate};
+use crate::task_runner::{TaskContext, TaskRunner, TaskUpdate};
 use crate::time::now_rfc3339;
 
 /// What the allocation watcher tells a runner.

@@ -11,13 +11,31 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{mpsc, oneshot};
 
+use scheduler_structs::TaskEvent;
+
 use crate::events;
-use crate::task_runner::TaskCommand;
 
 /// `RestartReason` of a user restart of one task.
 pub const REASON_RESTART_TASK: &str = "User requested task to restart";
 /// `RestartReason` of a user restart of every running task.
 pub const REASON_RESTART_RUNNING: &str = "User requested running tasks to restart";
+
+/// What the alloc runner (or a control endpoint) asks of a task runner.
+#[derive(Debug)]
+pub(crate) enum TaskCommand {
+    /// Kill the task for good, first emitting `events` (e.g. `Sibling Task Failed`, `Killing`).
+    Kill { events: Vec<TaskEvent> },
+    /// Send a signal to the running process.
+    Signal {
+        signal: String,
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+    /// Restart the running process in place, emitting `event` first.
+    Restart {
+        event: Box<TaskEvent>,
+        reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+}
 
 /// Why a control operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -29,34 +29,17 @@ use scheduler_structs::{
     Allocation, EVENT_RESTARTING, Job, Node, TASK_STATE_DEAD, TASK_STATE_PENDING,
     TASK_STATE_RUNNING, Task, TaskEvent,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::raw_exec::{self, LaunchSpec};
 use crate::driver::{ExitResult, ProcessHandle, RAW_EXEC, parse_signal};
 use crate::env::{EnvInputs, TaskEnv};
 use crate::events;
-use crate::handles::ControlError;
+use crate::handles::{ControlError, TaskCommand};
 use crate::restarts::{Decision, RestartTracker, RunOutcome, default_policy};
 use crate::state::{TaskDirs, TaskRecord};
 use crate::time::{duration_of, now_rfc3339};
-
-/// What the alloc runner (or a control endpoint) asks of a task runner.
-#[derive(Debug)]
-pub(crate) enum TaskCommand {
-    /// Kill the task for good, first emitting `events` (e.g. `Sibling Task Failed`, `Killing`).
-    Kill { events: Vec<TaskEvent> },
-    /// Send a signal to the running process.
-    Signal {
-        signal: String,
-        reply: oneshot::Sender<Result<(), ControlError>>,
-    },
-    /// Restart the running process in place, emitting `event` first.
-    Restart {
-        event: Box<TaskEvent>,
-        reply: oneshot::Sender<Result<(), ControlError>>,
-    },
-}
 
 /// A task's latest record, published after every change.
 #[derive(Debug, Clone)]
@@ -506,6 +489,7 @@ mod tests {
 
     use scheduler_structs::{RestartPolicy, TaskGroup, TaskState};
     use serde_json::json;
+    use tokio::sync::oneshot;
 
     use super::*;
     use crate::state::StateDir;
