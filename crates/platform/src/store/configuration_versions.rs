@@ -6,7 +6,9 @@
 //! platform/url-signing-key                                        SigningKeyRecord
 //! ```
 //!
-//! Invariants: a record and its workspace index are created and removed together; the blob
+//! Invariants: a record and its workspace index are created and removed together, each version
+//! in a transaction of its own, and a workspace's list is in creation order: the order of the
+//! revisions that created the index keys (the key's timestamp can tie); the blob
 //! of an upload lives in the blob store under `configuration-versions/<cv-id>/…` and the
 //! record names it (`upload.blob_key`) only while it exists; the signing key is created once
 //! (compare `Missing`) and never changes.
@@ -19,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use storage::{Compare, KeyRange, Op, Storage, Txn};
 
 use crate::Error;
-use crate::store::{IdRef, PREFIX, RECORD_VERSION, Stored, commit, load};
+use crate::store::{
+    IdRef, PREFIX, RECORD_VERSION, Stored, commit, load, load_ids_in_creation_order,
+};
 
 /// `attributes.status` of a configuration version (the five values pytfe accepts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,14 +132,7 @@ pub(crate) async fn load_workspace_cv_ids(
     storage: &dyn Storage,
     workspace_id: &str,
 ) -> Result<Vec<String>, Error> {
-    let prefix = workspace_cvs_prefix(workspace_id);
-    let scan = storage
-        .scan(KeyRange::prefix(prefix.as_str()), None)
-        .await?;
-    scan.kvs
-        .iter()
-        .map(|kv| super::decode::<IdRef>(&kv.key, &kv.value).map(|index| index.id))
-        .collect()
+    load_ids_in_creation_order(storage, &workspace_cvs_prefix(workspace_id)).await
 }
 
 /// The ops that create `cv` with its workspace index.
@@ -207,4 +204,49 @@ pub(crate) async fn load_or_create_signing_key(
         }
     }
     Err(Error::Contention)
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::MemStorage;
+
+    use super::*;
+
+    fn cv(id: &str, created_at_ms: u64) -> ConfigurationVersionRecord {
+        ConfigurationVersionRecord {
+            version: RECORD_VERSION,
+            id: id.to_owned(),
+            workspace_id: "ws-1".to_owned(),
+            organization: "acme".to_owned(),
+            auto_queue_runs: true,
+            speculative: false,
+            provisional: false,
+            source: "tfe-api".to_owned(),
+            status: CvStatus::Pending,
+            status_timestamps: BTreeMap::new(),
+            error: None,
+            error_message: None,
+            upload: None,
+            created_by: None,
+            created_at_ms,
+        }
+    }
+
+    #[tokio::test]
+    async fn versions_created_in_one_millisecond_list_in_creation_order() {
+        let storage = MemStorage::new();
+        // Ids that sort against their creation order, all in the same millisecond.
+        let created = ["cv-c", "cv-b", "cv-a"];
+        for id in created {
+            let (compares, ops) = create_cv_ops(&cv(id, 1_700_000_000_000)).unwrap();
+            let mut txn = Txn::new();
+            txn.compares.extend(compares);
+            txn.success.extend(ops);
+            assert!(commit(&storage, txn).await.unwrap());
+        }
+        assert_eq!(
+            load_workspace_cv_ids(&storage, "ws-1").await.unwrap(),
+            created
+        );
+    }
 }

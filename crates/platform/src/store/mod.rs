@@ -153,6 +153,24 @@ pub(crate) async fn load_all<T: DeserializeOwned>(
         .collect()
 }
 
+/// The ids the [`IdRef`] index records under `prefix` point at, in creation order: by the
+/// revision that created each index key (the store's sequence of commits; a creation timestamp
+/// can tie, and ids are random), then in key order among keys one transaction created.
+pub(crate) async fn load_ids_in_creation_order(
+    storage: &dyn Storage,
+    prefix: &str,
+) -> Result<Vec<String>, Error> {
+    let scan = storage.scan(KeyRange::prefix(prefix), None).await?;
+    let mut entries = scan
+        .kvs
+        .iter()
+        .map(|kv| Ok((kv.create_revision, decode::<IdRef>(&kv.key, &kv.value)?.id)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    // A stable sort: keys created together keep their key order.
+    entries.sort_by_key(|(created, _)| *created);
+    Ok(entries.into_iter().map(|(_, id)| id).collect())
+}
+
 /// The last key segments under `prefix` (e.g. the ids of `platform/org-teams/<org>/`).
 pub(crate) async fn list_suffixes(
     storage: &dyn Storage,

@@ -1,16 +1,18 @@
 //! Stored runs (see `store/mod.rs` for the layout).
 //!
 //! ```text
-//! platform/runs/<run-id>                                          RunRecord
-//! platform/workspace-runs/<ws-id>/<created ms, 20 digits>.<run-id>    IdRef (creation order)
+//! platform/runs/<run-id>                                              RunRecord
+//! platform/workspace-runs/<ws-id>/<created ms, 20 digits>.<run-id>    IdRef (every run)
 //! platform/workspace-active-runs/<ws-id>/<created ms>.<run-id>        IdRef (runs not final)
-//! platform/cv-runs/<cv-id>/<run-id>                               IdRef (runs of a version)
+//! platform/cv-runs/<cv-id>/<run-id>                                   IdRef (runs of a version)
 //! ```
 //!
 //! Invariants: a run is in `workspace-active-runs/` exactly while its status is not final
 //! ([`save_run_ops`] keeps the index in step); every write of a run also writes its
 //! workspace record, compared on its mod revision, so the queue of one workspace changes one
-//! transaction at a time.
+//! transaction at a time. Each run is created in a transaction of its own, with its index
+//! keys, and every list of runs is in creation order: the order of the revisions that created
+//! those keys (runs created in one millisecond tie on the key's timestamp, never on that).
 
 use std::collections::BTreeMap;
 
@@ -19,7 +21,7 @@ use storage::{KeyRange, Op, Storage};
 
 use crate::Error;
 use crate::run_state::RunStatus;
-use crate::store::{IdRef, PREFIX, Stored, load};
+use crate::store::{IdRef, PREFIX, Stored, load, load_ids_in_creation_order};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RunRecord {
@@ -89,20 +91,12 @@ pub(crate) async fn load_run(
     load(storage, &run_key(id)).await
 }
 
-async fn load_index(storage: &dyn Storage, prefix: &str) -> Result<Vec<String>, Error> {
-    let scan = storage.scan(KeyRange::prefix(prefix), None).await?;
-    scan.kvs
-        .iter()
-        .map(|kv| super::decode::<IdRef>(&kv.key, &kv.value).map(|index| index.id))
-        .collect()
-}
-
 /// The ids of a workspace's runs, oldest first.
 pub(crate) async fn load_workspace_run_ids(
     storage: &dyn Storage,
     workspace_id: &str,
 ) -> Result<Vec<String>, Error> {
-    load_index(storage, &workspace_runs_prefix(workspace_id)).await
+    load_ids_in_creation_order(storage, &workspace_runs_prefix(workspace_id)).await
 }
 
 /// A workspace's runs that are not final, oldest first.
@@ -110,13 +104,7 @@ pub(crate) async fn load_active_runs(
     storage: &dyn Storage,
     workspace_id: &str,
 ) -> Result<Vec<RunRecord>, Error> {
-    let mut runs = Vec::new();
-    for id in load_index(storage, &active_runs_prefix(workspace_id)).await? {
-        if let Some(run) = load_run(storage, &id).await? {
-            runs.push(run.record);
-        }
-    }
-    Ok(runs)
+    load_runs(storage, &active_runs_prefix(workspace_id)).await
 }
 
 /// The runs of configuration version `cv_id`, oldest first.
@@ -124,13 +112,17 @@ pub(crate) async fn load_cv_runs(
     storage: &dyn Storage,
     cv_id: &str,
 ) -> Result<Vec<RunRecord>, Error> {
+    load_runs(storage, &cv_runs_prefix(cv_id)).await
+}
+
+/// The runs an index under `prefix` points at, oldest first.
+async fn load_runs(storage: &dyn Storage, prefix: &str) -> Result<Vec<RunRecord>, Error> {
     let mut runs = Vec::new();
-    for id in load_index(storage, &cv_runs_prefix(cv_id)).await? {
+    for id in load_ids_in_creation_order(storage, prefix).await? {
         if let Some(run) = load_run(storage, &id).await? {
             runs.push(run.record);
         }
     }
-    runs.sort_by_key(|run| run.created_at_ms);
     Ok(runs)
 }
 
@@ -193,4 +185,86 @@ pub(crate) async fn delete_workspace_runs_ops(
         active_runs_prefix(workspace_id).as_str(),
     )));
     Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use storage::{MemStorage, Txn};
+
+    use super::*;
+    use crate::store::RECORD_VERSION;
+
+    /// A pending run `id` of workspace `ws-1` and version `cv-1`, created at `created_at_ms`.
+    fn run(id: &str, created_at_ms: u64) -> RunRecord {
+        RunRecord {
+            version: RECORD_VERSION,
+            id: id.to_owned(),
+            workspace_id: "ws-1".to_owned(),
+            organization: "acme".to_owned(),
+            configuration_version_id: "cv-1".to_owned(),
+            status: RunStatus::Pending,
+            status_timestamps: BTreeMap::new(),
+            message: String::new(),
+            source: "tfe-api".to_owned(),
+            plan_only: false,
+            is_destroy: false,
+            refresh: true,
+            refresh_only: false,
+            auto_apply: false,
+            allow_empty_apply: false,
+            save_plan: false,
+            target_addrs: Vec::new(),
+            replace_addrs: Vec::new(),
+            variables: Vec::new(),
+            terraform_version: None,
+            created_by: None,
+            created_at_ms,
+        }
+    }
+
+    fn ids(runs: &[RunRecord]) -> Vec<&str> {
+        runs.iter().map(|run| run.id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn runs_created_in_one_millisecond_list_in_creation_order() {
+        let storage = MemStorage::new();
+        // Ids that sort against their creation order, all in the same millisecond.
+        let created = ["run-c", "run-b", "run-a"];
+        for id in created {
+            let mut txn = Txn::new();
+            txn.success
+                .extend(create_run_ops(&run(id, 1_700_000_000_000)).unwrap());
+            storage.txn(txn).await.unwrap();
+        }
+        assert_eq!(
+            load_workspace_run_ids(&storage, "ws-1").await.unwrap(),
+            created
+        );
+        assert_eq!(
+            ids(&load_active_runs(&storage, "ws-1").await.unwrap()),
+            created
+        );
+        assert_eq!(ids(&load_cv_runs(&storage, "cv-1").await.unwrap()), created);
+    }
+
+    #[tokio::test]
+    async fn saving_a_run_keeps_its_place_in_the_queue() {
+        let storage = MemStorage::new();
+        for id in ["run-b", "run-a"] {
+            let mut txn = Txn::new();
+            txn.success
+                .extend(create_run_ops(&run(id, 1_700_000_000_000)).unwrap());
+            storage.txn(txn).await.unwrap();
+        }
+        let mut first = run("run-b", 1_700_000_000_000);
+        first.status = RunStatus::PlanQueued;
+        let mut txn = Txn::new();
+        txn.success.extend(save_run_ops(&first).unwrap());
+        storage.txn(txn).await.unwrap();
+        assert_eq!(
+            ids(&load_active_runs(&storage, "ws-1").await.unwrap()),
+            ["run-b", "run-a"]
+        );
+    }
 }
