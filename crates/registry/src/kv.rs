@@ -8,18 +8,12 @@
 //!   answers the JSON `true` or `false`.
 //! - DELETE: one key, or with `recurse` the prefix; `cas`; answers `true` or `false`.
 //!
-//! Acquire and release follow Consul exactly (reference §1.5): a live lock-delay on the key makes
-//! acquire answer `false` before anything else; an unknown session is a 400
-//! `invalid session "<id>"` (Consul: 500); the holder re-acquiring keeps `LockIndex`; another
-//! holder gets `false`; a free key gets `LockIndex + 1`, a new one 1. Release by a non-holder is
-//! `false` and does not look the session up. Plain PUTs keep the entry's `Session` and
-//! `LockIndex` (locks are advisory); neither release nor DELETE sets a lock-delay.
+//! Where it sits: handlers parse the flags and authorize; the writes and their locking rules
+//! (acquire, release, lock-delays) are `domain/kv.rs`.
 //!
-//! Invariants: every write is one transaction guarded by the key's mod revision (and for acquire
-//! the session's), retried on a lost race; an acquire or release writes or deletes the
-//! session's lock record (`store/sessions.rs`) in the same transaction; CreateIndex/ModifyIndex
-//! are the storage revisions of the entry; values over 512 KiB are refused with 413 (Consul's
-//! `kv_max_value_size`).
+//! Invariants: CreateIndex/ModifyIndex are the storage revisions of the entry; conflicting
+//! flags (`cas` with `acquire`, ...) are a 400 before anything is written; values over 512 KiB
+//! are refused with 413 (Consul's `kv_max_value_size`).
 
 use axum::body::Body;
 use axum::extract::{Path, State as StateExtractor};
@@ -29,14 +23,13 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_kit::{RawBody, Shutdown};
 use serde::Serialize;
-use storage::{Compare, KeyRange, KeyValue, Op, Txn};
+use storage::{KeyRange, KeyValue};
 
 use crate::acl::{Access, Authz, Resource};
+use crate::domain::kv::{self as domain, Put};
 use crate::meta::{self, Indexed, QueryParams, resolve_namespace};
-use crate::session::{MAX_ATTEMPTS, load_session, lock_record_op, parse_session_id};
-use crate::store::kv::{self as kv_store, KvRecord, LockDelayRecord, RECORD_VERSION};
-use crate::store::sessions;
-use crate::store::{decode, encode};
+use crate::store::decode;
+use crate::store::kv::{self as kv_store, KvRecord};
 use crate::{Error, State};
 
 type Json<T> = http_kit::ApiJson<T, Error>;
@@ -201,7 +194,7 @@ async fn read(
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<Response, Error> {
     let options = query.options(state)?;
-    let namespace = resolve_namespace(query, headers, authz)?;
+    let namespace = resolve_namespace(query, headers, authz.namespace())?;
     let namespace = namespace.single()?.to_owned();
     if query.has("keys") {
         let separator = query
@@ -354,7 +347,7 @@ async fn write(
     body: &[u8],
 ) -> Result<bool, Error> {
     query.options(state)?;
-    let namespace = resolve_namespace(query, headers, authz)?;
+    let namespace = resolve_namespace(query, headers, authz.namespace())?;
     let namespace = namespace.single()?.to_owned();
     if key.is_empty() {
         return Err(missing_key());
@@ -375,152 +368,16 @@ async fn write(
         if session.is_empty() {
             return Err(Error::Invalid("missing session".to_owned()));
         }
-        return acquire(state, &request, session).await;
+        return domain::acquire(state, &request, session).await;
     }
     if query.has("release") {
         let session = query.get("release").unwrap_or_default();
         if session.is_empty() {
             return Err(Error::Invalid("missing session".to_owned()));
         }
-        return release(state, &request, session).await;
+        return domain::release(state, &request, session).await;
     }
-    put(state, &request, cas).await
-}
-
-/// What a PUT writes.
-#[derive(Debug)]
-struct Put<'a> {
-    namespace: &'a str,
-    key: &'a str,
-    flags: u64,
-    value: Option<String>,
-}
-
-impl Put<'_> {
-    fn record(&self, session: Option<String>, lock_index: u64) -> KvRecord {
-        KvRecord {
-            version: RECORD_VERSION,
-            flags: self.flags,
-            value: self.value.clone(),
-            session,
-            lock_index,
-        }
-    }
-}
-
-/// Reads the entry at `kv_key`, decoded, with its mod revision (0 when missing).
-async fn load_entry(state: &State, kv_key: &[u8]) -> Result<(Option<KvRecord>, u64), Error> {
-    match state.storage().get(kv_key).await? {
-        Some(kv) => Ok((Some(decode(&kv.key, &kv.value)?), kv.mod_revision)),
-        None => Ok((None, 0)),
-    }
-}
-
-/// A plain or check-and-set PUT: keeps the entry's session and lock index.
-async fn put(state: &State, request: &Put<'_>, cas: Option<u64>) -> Result<bool, Error> {
-    let kv_key = kv_store::kv_key(request.namespace, request.key);
-    for _ in 0..MAX_ATTEMPTS {
-        let (existing, revision) = load_entry(state, &kv_key).await?;
-        if cas.is_some_and(|cas| cas != revision) {
-            return Ok(false);
-        }
-        let (session, lock_index) = existing.map_or((None, 0), |e| (e.session, e.lock_index));
-        let value = encode(&kv_key, &request.record(session, lock_index))?;
-        let txn = Txn::new()
-            .when(Compare::ModRevision(kv_key.clone(), revision))
-            .then(Op::Put {
-                key: kv_key.clone(),
-                value,
-            });
-        if state.storage().txn(txn).await?.succeeded {
-            return Ok(true);
-        }
-        if cas.is_some() {
-            return Ok(false);
-        }
-    }
-    Err(Error::Contention)
-}
-
-async fn acquire(state: &State, request: &Put<'_>, session: &str) -> Result<bool, Error> {
-    let storage = state.storage();
-    let kv_key = kv_store::kv_key(request.namespace, request.key);
-    let delay_key = kv_store::lock_delay_key(request.namespace, request.key);
-    let invalid = || Error::Invalid(format!("invalid session {session:?}"));
-    for _ in 0..MAX_ATTEMPTS {
-        // 1. A live lock-delay refuses before anything else.
-        let mut txn = Txn::new();
-        if let Some(delay) = storage.get(&delay_key).await? {
-            let record: LockDelayRecord = decode(&delay.key, &delay.value)?;
-            if record.until_ms > state.clock().now_ms() {
-                tracing::debug!(message = "Rejecting lock of key due to lock-delay.", key = %request.key);
-                return Ok(false);
-            }
-            // Expired: clean it up with this write.
-            txn = txn
-                .when(Compare::ModRevision(delay_key.clone(), delay.mod_revision))
-                .then(Op::Delete {
-                    key: delay_key.clone(),
-                });
-        }
-        // 2. The session must exist.
-        let id = parse_session_id(session).ok_or_else(invalid)?;
-        let (_, session_kv) = load_session(state, &id).await?.ok_or_else(invalid)?;
-        // 3. The key's holder decides.
-        let (existing, revision) = load_entry(state, &kv_key).await?;
-        let lock_index = match existing {
-            None => 1,
-            Some(entry) => match entry.session {
-                Some(holder) if holder == id => entry.lock_index,
-                Some(_) => return Ok(false),
-                None => entry.lock_index + 1,
-            },
-        };
-        let value = encode(&kv_key, &request.record(Some(id.clone()), lock_index))?;
-        txn = txn
-            .when(Compare::ModRevision(kv_key.clone(), revision))
-            .when(Compare::ModRevision(
-                sessions::session_key(&id),
-                session_kv.mod_revision,
-            ))
-            .then(Op::Put {
-                key: kv_key.clone(),
-                value,
-            })
-            .then(lock_record_op(&id, request.namespace, request.key)?);
-        if storage.txn(txn).await?.succeeded {
-            return Ok(true);
-        }
-    }
-    Err(Error::Contention)
-}
-
-async fn release(state: &State, request: &Put<'_>, session: &str) -> Result<bool, Error> {
-    let kv_key = kv_store::kv_key(request.namespace, request.key);
-    let id = parse_session_id(session).unwrap_or_else(|| session.to_owned());
-    for _ in 0..MAX_ATTEMPTS {
-        let (existing, revision) = load_entry(state, &kv_key).await?;
-        let Some(entry) = existing else {
-            return Ok(false);
-        };
-        if entry.session.as_deref() != Some(id.as_str()) {
-            return Ok(false);
-        }
-        let value = encode(&kv_key, &request.record(None, entry.lock_index))?;
-        let txn = Txn::new()
-            .when(Compare::ModRevision(kv_key.clone(), revision))
-            .then(Op::Put {
-                key: kv_key.clone(),
-                value,
-            })
-            .then(Op::Delete {
-                key: sessions::session_lock_key(&id, request.namespace, request.key),
-            });
-        if state.storage().txn(txn).await?.succeeded {
-            return Ok(true);
-        }
-    }
-    Err(Error::Contention)
+    domain::put(state, &request, cas).await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -534,15 +391,13 @@ async fn delete(
     headers: &HeaderMap,
 ) -> Result<bool, Error> {
     query.options(state)?;
-    let namespace = resolve_namespace(query, headers, authz)?;
+    let namespace = resolve_namespace(query, headers, authz.namespace())?;
     let namespace = namespace.single()?.to_owned();
     conflicting_flags(query, &["recurse", "cas"])?;
     if query.has("recurse") {
         // Consul refuses a recursive delete when any rule beneath the prefix denies write.
         authz.check_subtree(Resource::Key, &key, Access::Write)?;
-        // Lock records of deleted keys go stale; invalidation ignores those.
-        let txn = Txn::new().then(Op::DeleteRange(kv_store::kv_range(&namespace, &key)));
-        state.storage().txn(txn).await?;
+        domain::delete_tree(state, &namespace, &key).await?;
         return Ok(true);
     }
     if key.is_empty() {
@@ -550,32 +405,5 @@ async fn delete(
     }
     let cas = required_u64(query, "cas", "cas index")?;
     authz.check(Resource::Key, &key, Access::Write)?;
-    let kv_key = kv_store::kv_key(&namespace, &key);
-    for _ in 0..MAX_ATTEMPTS {
-        let (existing, revision) = load_entry(state, &kv_key).await?;
-        let Some(entry) = existing else {
-            // Consul: deleting a missing key succeeds, with or without cas.
-            return Ok(true);
-        };
-        if cas.is_some_and(|cas| cas != revision) {
-            return Ok(false);
-        }
-        let mut txn = Txn::new()
-            .when(Compare::ModRevision(kv_key.clone(), revision))
-            .then(Op::Delete {
-                key: kv_key.clone(),
-            });
-        if let Some(holder) = &entry.session {
-            txn = txn.then(Op::Delete {
-                key: sessions::session_lock_key(holder, &namespace, &key),
-            });
-        }
-        if state.storage().txn(txn).await?.succeeded {
-            return Ok(true);
-        }
-        if cas.is_some() {
-            return Ok(false);
-        }
-    }
-    Err(Error::Contention)
+    domain::delete(state, &namespace, &key, cas).await
 }

@@ -2,11 +2,14 @@
 //! 127.0.0.1:8500).
 //!
 //! Request flow: `cairn` binds the listener and serves [`router`]; `routes.rs` lists every
-//! (method, path); handlers live in one file per URL family (`session.rs` for `/v1/session/*`,
-//! `kv.rs`, `catalog.rs`, `health.rs`, `agent.rs`, `status.rs`, `acl/`); every handler starts
-//! with the [`acl::Authz`] extractor (the token, its rules and namespace) and the common query
-//! options of `meta.rs`; errors go through [`Error`], rendered as Consul's plain text.
-//! Background work (session TTLs, check runners) lives in `tasks/`, started by [`run_tasks`].
+//! (method, path); handlers live in one file (or folder) per URL family (`session.rs` for
+//! `/v1/session/*`, `kv.rs`, `catalog/`, `health.rs`, `agent/`, `status.rs`, `acl/`); every
+//! handler starts with the [`acl::Authz`] extractor (the token, its rules and namespace) and
+//! the common query options of `meta.rs`; errors go through [`Error`], rendered as Consul's
+//! plain text. Handlers decode, authorize, call `domain/` (the model's transactions, over the
+//! keys and records of `store/`) and render (`views.rs`). Background work (session TTLs, check
+//! runners) lives in `tasks/`, started by [`run_tasks`]; it calls `domain/` too, never a
+//! handler.
 //!
 //! Invariants:
 //! - Everything this crate stores lives under the `registry/` key prefix (`store/`).
@@ -18,10 +21,14 @@
 //! - The registry crate never depends on another service crate.
 
 pub mod acl;
+mod acl_rules;
 mod agent;
+mod body;
 mod catalog;
 mod clock;
+mod domain;
 mod error;
+mod filter;
 mod health;
 mod kv;
 mod meta;
@@ -30,6 +37,7 @@ mod session;
 mod status;
 mod store;
 mod tasks;
+mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -103,7 +111,7 @@ struct Inner {
     storage: Arc<dyn Storage>,
     config: Config,
     clock: Arc<dyn Clock>,
-    sessions: tasks::ttl_reaper::SessionTimers,
+    sessions: domain::session_timers::SessionTimers,
 }
 
 impl State {
@@ -114,7 +122,7 @@ impl State {
         config: Config,
         clock: Arc<dyn Clock>,
     ) -> Result<State, Error> {
-        let sessions = tasks::ttl_reaper::SessionTimers::default();
+        let sessions = domain::session_timers::SessionTimers::default();
         let state = State {
             inner: Arc::new(Inner {
                 storage,
@@ -123,9 +131,9 @@ impl State {
                 sessions,
             }),
         };
-        catalog::register_self(&state).await?;
-        acl::bootstrap(&state).await?;
-        tasks::ttl_reaper::load(&state).await?;
+        domain::catalog::register_self(&state).await?;
+        domain::acl::bootstrap(&state).await?;
+        domain::session_timers::load(&state).await?;
         Ok(state)
     }
 
@@ -141,7 +149,7 @@ impl State {
         self.inner.clock.as_ref()
     }
 
-    pub(crate) fn session_timers(&self) -> &tasks::ttl_reaper::SessionTimers {
+    pub(crate) fn session_timers(&self) -> &domain::session_timers::SessionTimers {
         &self.inner.sessions
     }
 

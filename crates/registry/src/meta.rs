@@ -20,7 +20,6 @@ use http::{HeaderMap, HeaderValue};
 use http_kit::blocking::BlockingParams;
 use serde::Serialize;
 
-use crate::acl::Authz;
 use crate::{Error, State};
 
 pub(crate) const INDEX_HEADER: &str = "x-registry-index";
@@ -167,11 +166,11 @@ impl Namespace {
 }
 
 /// Resolves the namespace: the `ns` query, then `X-Registry-Namespace` (or its
-/// `X-Consul-Namespace` alias), then the token's namespace, then `default`.
+/// `X-Consul-Namespace` alias), then the request token's namespace, then `default`.
 pub(crate) fn resolve_namespace(
     query: &QueryParams,
     headers: &HeaderMap,
-    authz: &Authz,
+    token_namespace: Option<&str>,
 ) -> Result<Namespace, Error> {
     let named = query
         .get("ns")
@@ -184,7 +183,7 @@ pub(crate) fn resolve_namespace(
                 .filter(|ns| !ns.is_empty())
                 .map(str::to_owned)
         })
-        .or_else(|| authz.namespace().map(str::to_owned));
+        .or_else(|| token_namespace.map(str::to_owned));
     match named.as_deref() {
         None => Ok(Namespace::One(DEFAULT_NAMESPACE.to_owned())),
         Some("*") => Ok(Namespace::All),

@@ -1,6 +1,7 @@
 //! Every route of the registry, in one table: grep a URL here to find its handler. Handlers
-//! live in the file named after their URL family (`session.rs` for `/v1/session/*`, `acl/token.rs`
-//! for `/v1/acl/token*`); every handler except `status.rs`'s starts with the `Authz` extractor.
+//! live in the file (or folder) named after their URL family (`session.rs` for `/v1/session/*`,
+//! `agent/checks.rs` for `/v1/agent/check*`, `acl/token.rs` for `/v1/acl/token*`); every handler
+//! except `status.rs`'s starts with the `Authz` extractor.
 //!
 //! Unknown paths answer 404 and wrong methods 405, in Consul's plain-text shape, with the
 //! index headers like every other response.
@@ -32,21 +33,30 @@ pub fn router(state: State) -> Router {
         .route("/v1/session/list", get(session::list_sessions))
         .route("/v1/session/renew/{id}", put(session::renew_session))
         .route("/v1/session/renew/", put(session::missing_session))
-        // catalog.rs
-        .route("/v1/catalog/register", put(catalog::update_registration))
-        .route("/v1/catalog/deregister", put(catalog::delete_registration))
-        .route("/v1/catalog/datacenters", get(catalog::list_datacenters))
-        .route("/v1/catalog/nodes", get(catalog::list_nodes))
-        .route("/v1/catalog/node/", get(catalog::read_node_unnamed))
-        .route("/v1/catalog/node/{node}", get(catalog::read_node))
-        .route("/v1/catalog/services", get(catalog::list_services))
+        // catalog/
+        .route(
+            "/v1/catalog/register",
+            put(catalog::writes::update_registration),
+        )
+        .route(
+            "/v1/catalog/deregister",
+            put(catalog::writes::delete_registration),
+        )
+        .route(
+            "/v1/catalog/datacenters",
+            get(catalog::reads::list_datacenters),
+        )
+        .route("/v1/catalog/nodes", get(catalog::reads::list_nodes))
+        .route("/v1/catalog/node/", get(catalog::reads::read_node_unnamed))
+        .route("/v1/catalog/node/{node}", get(catalog::reads::read_node))
+        .route("/v1/catalog/services", get(catalog::reads::list_services))
         .route(
             "/v1/catalog/service/",
-            get(catalog::list_service_instances_unnamed),
+            get(catalog::reads::list_service_instances_unnamed),
         )
         .route(
             "/v1/catalog/service/{service}",
-            get(catalog::list_service_instances),
+            get(catalog::reads::list_service_instances),
         )
         // health.rs
         .route("/v1/health/node/", get(health::read_unnamed_node))
@@ -73,42 +83,51 @@ pub fn router(state: State) -> Router {
             "/v1/health/state/{state}",
             get(health::list_checks_in_state),
         )
-        // agent.rs
-        .route("/v1/agent/self", get(agent::read_self))
-        .route("/v1/agent/members", get(agent::list_members))
-        .route("/v1/agent/checks", get(agent::list_checks))
-        .route("/v1/agent/services", get(agent::list_services))
-        .route("/v1/agent/service/{*service_id}", get(agent::read_service))
-        .route("/v1/agent/maintenance", put(agent::update_node_maintenance))
-        .route("/v1/agent/check/register", put(agent::create_check))
+        // agent/
+        .route("/v1/agent/self", get(agent::node::read_self))
+        .route("/v1/agent/members", get(agent::node::list_members))
+        .route("/v1/agent/checks", get(agent::checks::list_checks))
+        .route("/v1/agent/services", get(agent::services::list_services))
+        .route(
+            "/v1/agent/service/{*service_id}",
+            get(agent::services::read_service),
+        )
+        .route(
+            "/v1/agent/maintenance",
+            put(agent::maintenance::update_node_maintenance),
+        )
+        .route("/v1/agent/check/register", put(agent::checks::create_check))
         .route(
             "/v1/agent/check/deregister/{*check_id}",
-            put(agent::delete_check),
+            put(agent::checks::delete_check),
         )
         .route(
             "/v1/agent/check/pass/{*check_id}",
-            put(agent::update_check_pass),
+            put(agent::checks::update_check_pass),
         )
         .route(
             "/v1/agent/check/warn/{*check_id}",
-            put(agent::update_check_warn),
+            put(agent::checks::update_check_warn),
         )
         .route(
             "/v1/agent/check/fail/{*check_id}",
-            put(agent::update_check_fail),
+            put(agent::checks::update_check_fail),
         )
         .route(
             "/v1/agent/check/update/{*check_id}",
-            put(agent::update_check),
+            put(agent::checks::update_check),
         )
-        .route("/v1/agent/service/register", put(agent::create_service))
+        .route(
+            "/v1/agent/service/register",
+            put(agent::services::create_service),
+        )
         .route(
             "/v1/agent/service/deregister/{*service_id}",
-            put(agent::delete_service),
+            put(agent::services::delete_service),
         )
         .route(
             "/v1/agent/service/maintenance/{*service_id}",
-            put(agent::update_service_maintenance),
+            put(agent::maintenance::update_service_maintenance),
         )
         // acl/policy.rs
         .route("/v1/acl/policy", put(policy::create_policy))

@@ -2,10 +2,10 @@
 //! `X-Registry-Token` / `X-Consul-Token`, or `Authorization: Bearer`, first match wins) to a
 //! decision function that every handler consults before touching data.
 //!
-//! Where it sits: first extractor of every handler; `rules.rs` is the pure rule evaluator
+//! Where it sits: first extractor of every handler; `acl_rules.rs` is the pure rule evaluator
 //! (longest-prefix match over `session`, `key`, `node`, `agent`, `service` rules and their
 //! `_prefix` forms); `policy.rs` and `token.rs` are the `/v1/acl/policy*` and `/v1/acl/token*`
-//! endpoints; `store/acl.rs` keeps policies and tokens.
+//! endpoints; `domain/acl.rs` writes policies and tokens, `store/acl.rs` keeps them.
 //!
 //! What the name of each resource kind is, as in Consul: `Key` the KV key; `Node` and `Agent`
 //! the node name; `Service` the service name; `Session` the name of the node the session is
@@ -23,94 +23,19 @@
 //! read; only management tokens (linked to `global-management`) may read or write ACLs.
 
 pub(crate) mod policy;
-pub(crate) mod rules;
 pub(crate) mod token;
 
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use http::request::Parts;
-use serde::{Deserialize, Serialize};
 
+pub use crate::acl_rules::{Access, Resource};
+
+use crate::acl_rules::RuleSet;
+use crate::domain::acl::{ANONYMOUS_ACCESSOR_ID, ANONYMOUS_SECRET};
 use crate::store::acl::TokenRecord;
 use crate::{Error, State};
-
-/// The built-in policy that makes a token a management token.
-pub(crate) const GLOBAL_MANAGEMENT_ID: &str = "00000000-0000-0000-0000-000000000001";
-pub(crate) const GLOBAL_MANAGEMENT_NAME: &str = "global-management";
-/// Consul's rules text of `global-management` (only the `_prefix` rules grant anything here).
-pub(crate) const GLOBAL_MANAGEMENT_RULES: &str = r#"
-acl = "write"
-agent_prefix "" {
-  policy = "write"
-}
-event_prefix "" {
-  policy = "write"
-}
-key_prefix "" {
-  policy = "write"
-}
-keyring = "write"
-node_prefix "" {
-  policy = "write"
-}
-operator = "write"
-mesh = "write"
-peering = "write"
-query_prefix "" {
-  policy = "write"
-}
-service_prefix "" {
-  policy = "write"
-  intentions = "write"
-}
-session_prefix "" {
-  policy = "write"
-}
-"#;
-
-/// The token used by requests that present none.
-pub(crate) const ANONYMOUS_ACCESSOR_ID: &str = "00000000-0000-0000-0000-000000000002";
-pub(crate) const ANONYMOUS_SECRET: &str = "anonymous";
-
-/// The kinds of resource a rule can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Resource {
-    Session,
-    Key,
-    Node,
-    Agent,
-    Service,
-}
-
-impl Resource {
-    pub fn name(self) -> &'static str {
-        match self {
-            Resource::Session => "session",
-            Resource::Key => "key",
-            Resource::Node => "node",
-            Resource::Agent => "agent",
-            Resource::Service => "service",
-        }
-    }
-}
-
-/// What a request wants to do to a resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Access {
-    Read,
-    Write,
-}
-
-impl Access {
-    pub fn name(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        }
-    }
-}
 
 /// The request's resolved token.
 #[derive(Debug, Clone)]
@@ -126,7 +51,7 @@ enum Grant {
     Everything,
     /// The token's rules; `default_allow` decides where no rule matches.
     Rules {
-        rules: Arc<rules::RuleSet>,
+        rules: Arc<RuleSet>,
         default_allow: bool,
     },
 }
@@ -147,7 +72,7 @@ impl Authz {
             Grant::Everything
         } else {
             Grant::Rules {
-                rules: Arc::new(rules::RuleSet::new(&token.rules)),
+                rules: Arc::new(RuleSet::new(&token.rules)),
                 default_allow,
             }
         };
@@ -342,21 +267,4 @@ fn ensure_enabled(state: &State) -> Result<(), Error> {
     } else {
         Err(Error::AclDisabled)
     }
-}
-
-/// Creates the built-in `global-management` policy, the anonymous token and the initial
-/// management token (when configured) if they do not exist yet. Idempotent: a restart finds
-/// them and changes nothing.
-pub(crate) async fn bootstrap(state: &State) -> Result<(), Error> {
-    let acl = &state.config().acl;
-    if !acl.enabled {
-        return Ok(());
-    }
-    crate::store::acl::bootstrap(
-        state.storage(),
-        &state.config().datacenter,
-        acl.initial_management_token.as_deref(),
-        state.clock().now_ms(),
-    )
-    .await
 }

@@ -20,9 +20,12 @@ use axum::extract::{Path, State as AxumState};
 use http_kit::{RawBody, Shutdown};
 use serde::{Deserialize, Serialize};
 
-use super::{Authz, decode_body, ensure_enabled, rules};
+use super::{Authz, decode_body, ensure_enabled};
+use crate::acl_rules;
+use crate::domain::acl::{self as domain, PolicyWrite};
 use crate::meta::{Indexed, QueryParams};
-use crate::store::acl::{self as store, PolicyRecord, PolicyWrite, Stored};
+use crate::store::Stored;
+use crate::store::acl::{self as store, PolicyRecord};
 use crate::{Error, State};
 
 /// A policy as Consul shows it.
@@ -99,7 +102,7 @@ impl PolicyBody {
             ));
         }
         let rules = self.rules.unwrap_or_default();
-        rules::parse(&rules)
+        acl_rules::parse(&rules)
             .map_err(|reason| Error::Invalid(format!("Failed to parse policy: {reason}")))?;
         let datacenters = self.datacenters.unwrap_or_default();
         if datacenters.iter().any(String::is_empty) {
@@ -140,7 +143,7 @@ pub(crate) async fn create_policy(
             "Cannot specify the ID when creating a new policy".to_owned(),
         ));
     }
-    let stored = store::create_policy(state.storage(), body.into_write()?).await?;
+    let stored = domain::create_policy(state.storage(), body.into_write()?).await?;
     Ok(Json(PolicyView::full(stored)))
 }
 
@@ -223,7 +226,7 @@ pub(crate) async fn update_policy(
     }
     let write = body.into_write()?;
     let stored =
-        store::update_policy(state.storage(), &state.config().datacenter, &id, write).await?;
+        domain::update_policy(state.storage(), &state.config().datacenter, &id, write).await?;
     Ok(Json(PolicyView::full(stored)))
 }
 
@@ -237,7 +240,7 @@ pub(crate) async fn delete_policy(
     ensure_enabled(&state)?;
     authz.require_management("acl:write")?;
     query.options(&state)?;
-    store::delete_policy(state.storage(), &state.config().datacenter, &id).await?;
+    domain::delete_policy(state.storage(), &state.config().datacenter, &id).await?;
     Ok(Json(true))
 }
 

@@ -27,8 +27,10 @@ use http_kit::{RawBody, Shutdown};
 use serde::{Deserialize, Serialize};
 
 use super::{Authz, decode_body, ensure_enabled, fold_keys};
+use crate::domain::acl::{self as domain, LinkRequest, TokenWrite};
 use crate::meta::{Indexed, NAMESPACE_HEADER, QueryParams};
-use crate::store::acl::{self as store, LinkRequest, Stored, TokenRecord, TokenWrite};
+use crate::store::Stored;
+use crate::store::acl::{self as store, TokenRecord};
 use crate::{Error, State};
 
 /// A policy link as Consul shows it.
@@ -239,7 +241,7 @@ pub(crate) async fn create_token(
     authz.require_management("acl:write")?;
     query.options(&state)?;
     let write = TokenBody::decode(&bytes)?.into_write(requested_namespace(&query, &headers))?;
-    let stored = store::create_token(
+    let stored = domain::create_token(
         state.storage(),
         &state.config().datacenter,
         write,
@@ -316,7 +318,7 @@ pub(crate) async fn update_token(
         ));
     }
     let write = body.into_write(None)?;
-    let stored = store::update_token(
+    let stored = domain::update_token(
         state.storage(),
         &state.config().datacenter,
         &accessor,
@@ -339,7 +341,7 @@ pub(crate) async fn clone_token(
     authz.require_management("acl:write")?;
     query.options(&state)?;
     let body = TokenBody::decode(&bytes)?;
-    let stored = store::clone_token(
+    let stored = domain::clone_token(
         state.storage(),
         &state.config().datacenter,
         &accessor,
@@ -361,7 +363,7 @@ pub(crate) async fn delete_token(
     ensure_enabled(&state)?;
     authz.require_management("acl:write")?;
     query.options(&state)?;
-    store::delete_token(state.storage(), &accessor, authz.accessor()).await?;
+    domain::delete_token(state.storage(), &accessor, authz.accessor()).await?;
     Ok(Json(true))
 }
 

@@ -19,10 +19,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use storage::{KeyRange, KeyValue, Storage};
+use storage::{KeyRange, Storage};
 
 use crate::Error;
-use crate::store::{PREFIX, decode};
+use crate::store::{PREFIX, Stored};
 
 /// The current record version of every catalog record.
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -244,24 +244,6 @@ pub(crate) struct DeadlineRecord {
     pub(crate) deadline_ms: u64,
 }
 
-/// A record with the storage revisions Consul reports as CreateIndex / ModifyIndex.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stored<T> {
-    pub(crate) record: T,
-    pub(crate) create_index: u64,
-    pub(crate) modify_index: u64,
-}
-
-impl<T: serde::de::DeserializeOwned> Stored<T> {
-    pub(crate) fn from_kv(kv: &KeyValue) -> Result<Stored<T>, Error> {
-        Ok(Stored {
-            record: decode(&kv.key, &kv.value)?,
-            create_index: kv.create_revision,
-            modify_index: kv.mod_revision,
-        })
-    }
-}
-
 /// The node named `node`, with its indexes.
 pub(crate) async fn load_node(
     storage: &dyn Storage,
@@ -291,16 +273,20 @@ pub(crate) async fn load_check(
     }
 }
 
-/// Every record in `range`, decoded.
-pub(crate) async fn scan_records<T: serde::de::DeserializeOwned>(
-    storage: &dyn Storage,
-    range: KeyRange,
-) -> Result<Vec<Stored<T>>, Error> {
-    let scanned = storage.scan(range, None).await?;
-    scanned.kvs.iter().map(Stored::from_kv).collect()
-}
-
 /// Whether `name` can be a node name (and so a key part): not empty, no `/`.
 pub(crate) fn valid_key_part(name: &str) -> bool {
     !name.is_empty() && !name.contains('/')
+}
+
+/// The node name in a service key (`registry/catalog/services/<node>/<id>`).
+pub(crate) fn node_of_service_key(key: &[u8]) -> Option<String> {
+    let prefix_len = services_prefix().len();
+    let rest = String::from_utf8_lossy(key.get(prefix_len..)?).into_owned();
+    rest.split_once('/').map(|(node, _)| node.to_owned())
+}
+
+/// The check ID in a check key of `node` (`registry/catalog/checks/<node>/<check-id>`).
+pub(crate) fn check_id_of_key(key: &[u8], node: &str) -> String {
+    let prefix = check_key(node, "");
+    String::from_utf8_lossy(&key[prefix.len().min(key.len())..]).into_owned()
 }

@@ -17,6 +17,10 @@
 //! registry/acl/policies/<id>, registry/acl/tokens/<accessor-id>, ...
 //! ```
 //!
+//! This module also holds what every family shares: the JSON codec ([`decode`], [`encode`]),
+//! [`Stored`] (a record with its storage revisions) and the plain reads over them. The
+//! transactions that change records live in `domain/`.
+//!
 //! Invariants: every key starts with [`PREFIX`]; every record is JSON with a `version` field
 //! (so a later release can upgrade it in place); an index reported to clients for a family is
 //! `Storage::range_revision` of that family's prefix (or of the exact key), so it moves only
@@ -29,6 +33,7 @@ pub(crate) mod sessions;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use storage::{KeyRange, KeyValue, Storage};
 
 use crate::Error;
 
@@ -49,4 +54,40 @@ pub(crate) fn encode<T: Serialize>(key: &[u8], record: &T) -> Result<Vec<u8>, Er
         key: String::from_utf8_lossy(key).into_owned(),
         reason: err.to_string(),
     })
+}
+
+/// A record with the storage revisions Consul reports as CreateIndex / ModifyIndex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stored<T> {
+    pub(crate) record: T,
+    pub(crate) create_index: u64,
+    pub(crate) modify_index: u64,
+}
+
+impl<T: DeserializeOwned> Stored<T> {
+    pub(crate) fn from_kv(kv: &KeyValue) -> Result<Stored<T>, Error> {
+        Ok(Stored {
+            record: decode(&kv.key, &kv.value)?,
+            create_index: kv.create_revision,
+            modify_index: kv.mod_revision,
+        })
+    }
+}
+
+/// Every record in `range`, decoded.
+pub(crate) async fn scan_records<T: DeserializeOwned>(
+    storage: &dyn Storage,
+    range: KeyRange,
+) -> Result<Vec<Stored<T>>, Error> {
+    let scanned = storage.scan(range, None).await?;
+    scanned.kvs.iter().map(Stored::from_kv).collect()
+}
+
+/// The index of several ranges: the last change to any of them.
+pub(crate) async fn ranges_index(storage: &dyn Storage, ranges: &[KeyRange]) -> Result<u64, Error> {
+    let mut index = 0;
+    for range in ranges {
+        index = index.max(storage.range_revision(range.clone()).await?);
+    }
+    Ok(index)
 }

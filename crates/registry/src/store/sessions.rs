@@ -19,7 +19,7 @@
 //!   transaction as the acquire); a stale one (its key deleted or overwritten since) is allowed
 //!   and ignored: invalidation checks the KV entry itself.
 //! - A deadline record, when present, is at least as late as the record's `expires_at_ms`;
-//!   `tasks/ttl_reaper.rs` explains how the two bound the real deadline after a restart.
+//!   `domain/session_timers.rs` explains how the two bound the real deadline after a restart.
 
 use serde::{Deserialize, Serialize};
 use storage::KeyRange;

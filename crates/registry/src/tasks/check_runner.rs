@@ -2,15 +2,15 @@
 //! time; HTTP and TCP checks are really run by the server at their interval; services whose
 //! check stays critical longer than its `DeregisterCriticalServiceAfter` are deregistered.
 //!
-//! Where it sits: started by `run_tasks`; it keeps its own view of the checks by scanning the
+//! Where it sits: started by `registry::start_tasks`; it keeps its own view of the checks by scanning the
 //! catalog's checks and the TTL deadlines (`store/catalog.rs`) at start and then following
 //! storage watches on both ranges, so checks registered or removed by any writer (agent
 //! endpoints, catalog endpoints, another server sharing the store) are picked up at once, and
 //! no timer is lost across a restart: TTL deadlines are stored, not kept in memory.
 //!
 //! Invariants:
-//! - Every status it writes goes through `catalog::update_check_status` /
-//!   `catalog::expire_ttl_check` (compare-and-swap, then session invalidation when critical).
+//! - Every status it writes goes through `domain/checks.rs` (`update_check_status`,
+//!   `expire_ttl_check`: compare-and-swap, then session invalidation when critical).
 //! - A TTL check is expired no earlier than its stored deadline (read from `State::clock`,
 //!   re-checked when a manual clock jumps) and, in real time, promptly after it.
 //! - At most one probe per check is in flight; a probe's result is written only if it changes
@@ -27,7 +27,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{self, Removal, TtlUpdate};
+use crate::domain::catalog::{self, Removal};
+use crate::domain::checks::{self, DEFAULT_TIMEOUT, TtlUpdate};
+use crate::domain::sessions;
 use crate::store::catalog::{
     CheckKind, CheckRecord, CheckStatus, DeadlineRecord, checks_prefix, checks_range,
     deadlines_prefix, deadlines_range,
@@ -43,9 +45,6 @@ const ANTI_ENTROPY_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The shortest `DeregisterCriticalServiceAfter` honoured (Consul's minimum).
 const MIN_DEREGISTER_AFTER_MS: u64 = 60_000;
-
-/// Output of an expired TTL check.
-pub(crate) const TTL_EXPIRED: &str = "TTL expired";
 
 pub(crate) async fn run(state: State, shutdown: CancellationToken) {
     let clients = match Clients::new() {
@@ -235,7 +234,7 @@ async fn run_once(
     // Repair a crash between a critical write and the invalidation that follows it.
     for tracked in runner.checks.values() {
         if tracked.record.status == CheckStatus::Critical {
-            catalog::invalidate_sessions_for_check(
+            sessions::invalidate_sessions_for_check(
                 state,
                 &tracked.record.node,
                 &tracked.record.check_id,
@@ -390,7 +389,7 @@ async fn expire_due(state: &State, runner: &mut Runner, now_ms: u64) {
         let Some((node, check_id)) = split_suffix(&suffix) else {
             continue;
         };
-        if let Err(err) = catalog::expire_ttl_check(state, node, check_id, deadline).await {
+        if let Err(err) = checks::expire_ttl_check(state, node, check_id, deadline).await {
             tracing::warn!(error = %err, node, check_id, "registry: expiring a TTL check failed");
             runner.deadlines.insert(
                 suffix,
@@ -469,7 +468,7 @@ fn launch_due(
                 _ => probe_tcp(&record).await,
             };
             if status != record.status || output != record.output {
-                let result = catalog::update_check_status(
+                let result = checks::update_check_status(
                     &state,
                     &record.node,
                     &record.check_id,
@@ -494,7 +493,7 @@ fn launch_due(
 
 fn probe_timeout(record: &CheckRecord) -> Duration {
     match record.definition.timeout_ms {
-        0 => crate::agent::DEFAULT_TIMEOUT,
+        0 => DEFAULT_TIMEOUT,
         ms => Duration::from_millis(ms),
     }
 }

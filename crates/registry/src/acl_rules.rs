@@ -1,9 +1,10 @@
 //! ACL rules: parsing Consul policy rules (HCL or JSON) and deciding access. Pure: no I/O.
 //!
-//! Where it sits: `policy.rs` calls [`parse`] to validate a policy's `Rules` before storing it;
-//! `store/acl.rs` stores each token with its policies' rules already parsed and merged
-//! ([`merge`]); the [`Authz`](super::Authz) extractor builds a [`RuleSet`] from them per request
-//! and asks [`RuleSet::allows`].
+//! Where it sits: a leaf (it imports nothing else from the crate). `acl/policy.rs` calls
+//! [`parse`] to validate a policy's `Rules` before storing it; `domain/acl.rs` stores each token
+//! with its policies' rules already parsed and merged ([`merge`], kept in `store/acl.rs`'s
+//! `TokenRecord`); the `acl::Authz` extractor builds a [`RuleSet`] from them per request and
+//! asks [`RuleSet::allows`].
 //!
 //! Syntax (Consul's): blocks `session "name" { policy = "write" }` and their `_prefix` forms for
 //! `session`, `key`, `node`, `agent` and `service`, with `policy` one of `read`, `write`, `deny`
@@ -31,7 +32,44 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Access, Resource};
+/// The kinds of resource a rule can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resource {
+    Session,
+    Key,
+    Node,
+    Agent,
+    Service,
+}
+
+impl Resource {
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Session => "session",
+            Resource::Key => "key",
+            Resource::Node => "node",
+            Resource::Agent => "agent",
+            Resource::Service => "service",
+        }
+    }
+}
+
+/// What a request wants to do to a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+}
 
 /// A rule's policy. Consul's `list` is stored as [`Policy::Read`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -562,10 +600,6 @@ mod tests {
 
     #[test]
     fn parse_validates_but_ignores_consul_kinds_cairn_lacks() {
-        let global_management = super::super::GLOBAL_MANAGEMENT_RULES;
-        let parsed = rules(global_management);
-        assert!(parsed.iter().all(|rule| rule.policy == W && rule.prefix));
-        assert_eq!(parsed.len(), 5);
         assert!(rules("operator = \"read\"\nevent \"x\" { policy = \"write\" }").is_empty());
     }
 

@@ -1,0 +1,219 @@
+//! The KV store's writes: plain and check-and-set puts, lock acquire and release, deletes.
+//!
+//! Where it sits: called by the `/v1/kv` handlers (`kv.rs`) once they have parsed and
+//! authorized a request; keeps the entries and lock-delays of `store/kv.rs` and the sessions'
+//! lock records of `store/sessions.rs` in step.
+//!
+//! Acquire and release follow Consul exactly (reference §1.5): a live lock-delay on the key makes
+//! acquire answer `false` before anything else; an unknown session is a 400
+//! `invalid session "<id>"` (Consul: 500); the holder re-acquiring keeps `LockIndex`; another
+//! holder gets `false`; a free key gets `LockIndex + 1`, a new one 1. Release by a non-holder is
+//! `false` and does not look the session up. Plain PUTs keep the entry's `Session` and
+//! `LockIndex` (locks are advisory); neither release nor DELETE sets a lock-delay.
+//!
+//! Invariants: every write is one transaction guarded by the key's mod revision (and for acquire
+//! the session's), retried on a lost race up to [`MAX_ATTEMPTS`] times; an acquire or release
+//! writes or deletes the session's lock record in the same transaction.
+
+use storage::{Compare, Op, Txn};
+
+use crate::domain::MAX_ATTEMPTS;
+use crate::domain::sessions::{load_session, lock_record_op, parse_session_id};
+use crate::store::kv::{self as kv_store, KvRecord, LockDelayRecord, RECORD_VERSION};
+use crate::store::sessions;
+use crate::store::{decode, encode};
+use crate::{Error, State};
+
+/// What a PUT writes.
+#[derive(Debug)]
+pub(crate) struct Put<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) key: &'a str,
+    pub(crate) flags: u64,
+    /// Base64, `None` for an empty value.
+    pub(crate) value: Option<String>,
+}
+
+impl Put<'_> {
+    fn record(&self, session: Option<String>, lock_index: u64) -> KvRecord {
+        KvRecord {
+            version: RECORD_VERSION,
+            flags: self.flags,
+            value: self.value.clone(),
+            session,
+            lock_index,
+        }
+    }
+}
+
+/// Reads the entry at `kv_key`, decoded, with its mod revision (0 when missing).
+async fn load_entry(state: &State, kv_key: &[u8]) -> Result<(Option<KvRecord>, u64), Error> {
+    match state.storage().get(kv_key).await? {
+        Some(kv) => Ok((Some(decode(&kv.key, &kv.value)?), kv.mod_revision)),
+        None => Ok((None, 0)),
+    }
+}
+
+/// A plain or check-and-set PUT (`cas`: the mod revision the entry must still have, 0 for
+/// none): keeps the entry's session and lock index. `false` when the check failed.
+pub(crate) async fn put(state: &State, request: &Put<'_>, cas: Option<u64>) -> Result<bool, Error> {
+    let kv_key = kv_store::kv_key(request.namespace, request.key);
+    for _ in 0..MAX_ATTEMPTS {
+        let (existing, revision) = load_entry(state, &kv_key).await?;
+        if cas.is_some_and(|cas| cas != revision) {
+            return Ok(false);
+        }
+        let (session, lock_index) = existing.map_or((None, 0), |e| (e.session, e.lock_index));
+        let value = encode(&kv_key, &request.record(session, lock_index))?;
+        let txn = Txn::new()
+            .when(Compare::ModRevision(kv_key.clone(), revision))
+            .then(Op::Put {
+                key: kv_key.clone(),
+                value,
+            });
+        if state.storage().txn(txn).await?.succeeded {
+            return Ok(true);
+        }
+        if cas.is_some() {
+            return Ok(false);
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// Acquires the key's lock for `session` with this write (Consul's rules in the module docs).
+pub(crate) async fn acquire(
+    state: &State,
+    request: &Put<'_>,
+    session: &str,
+) -> Result<bool, Error> {
+    let storage = state.storage();
+    let kv_key = kv_store::kv_key(request.namespace, request.key);
+    let delay_key = kv_store::lock_delay_key(request.namespace, request.key);
+    let invalid = || Error::Invalid(format!("invalid session {session:?}"));
+    for _ in 0..MAX_ATTEMPTS {
+        // 1. A live lock-delay refuses before anything else.
+        let mut txn = Txn::new();
+        if let Some(delay) = storage.get(&delay_key).await? {
+            let record: LockDelayRecord = decode(&delay.key, &delay.value)?;
+            if record.until_ms > state.clock().now_ms() {
+                tracing::debug!(message = "Rejecting lock of key due to lock-delay.", key = %request.key);
+                return Ok(false);
+            }
+            // Expired: clean it up with this write.
+            txn = txn
+                .when(Compare::ModRevision(delay_key.clone(), delay.mod_revision))
+                .then(Op::Delete {
+                    key: delay_key.clone(),
+                });
+        }
+        // 2. The session must exist.
+        let id = parse_session_id(session).ok_or_else(invalid)?;
+        let (_, session_kv) = load_session(state, &id).await?.ok_or_else(invalid)?;
+        // 3. The key's holder decides.
+        let (existing, revision) = load_entry(state, &kv_key).await?;
+        let lock_index = match existing {
+            None => 1,
+            Some(entry) => match entry.session {
+                Some(holder) if holder == id => entry.lock_index,
+                Some(_) => return Ok(false),
+                None => entry.lock_index + 1,
+            },
+        };
+        let value = encode(&kv_key, &request.record(Some(id.clone()), lock_index))?;
+        txn = txn
+            .when(Compare::ModRevision(kv_key.clone(), revision))
+            .when(Compare::ModRevision(
+                sessions::session_key(&id),
+                session_kv.mod_revision,
+            ))
+            .then(Op::Put {
+                key: kv_key.clone(),
+                value,
+            })
+            .then(lock_record_op(&id, request.namespace, request.key)?);
+        if storage.txn(txn).await?.succeeded {
+            return Ok(true);
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// Releases the key's lock held by `session` with this write; `false` if it does not hold it.
+pub(crate) async fn release(
+    state: &State,
+    request: &Put<'_>,
+    session: &str,
+) -> Result<bool, Error> {
+    let kv_key = kv_store::kv_key(request.namespace, request.key);
+    let id = parse_session_id(session).unwrap_or_else(|| session.to_owned());
+    for _ in 0..MAX_ATTEMPTS {
+        let (existing, revision) = load_entry(state, &kv_key).await?;
+        let Some(entry) = existing else {
+            return Ok(false);
+        };
+        if entry.session.as_deref() != Some(id.as_str()) {
+            return Ok(false);
+        }
+        let value = encode(&kv_key, &request.record(None, entry.lock_index))?;
+        let txn = Txn::new()
+            .when(Compare::ModRevision(kv_key.clone(), revision))
+            .then(Op::Put {
+                key: kv_key.clone(),
+                value,
+            })
+            .then(Op::Delete {
+                key: sessions::session_lock_key(&id, request.namespace, request.key),
+            });
+        if state.storage().txn(txn).await?.succeeded {
+            return Ok(true);
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// Deletes every entry of `namespace` under `prefix`. Lock records of deleted keys go stale;
+/// invalidation ignores those.
+pub(crate) async fn delete_tree(state: &State, namespace: &str, prefix: &str) -> Result<(), Error> {
+    let txn = Txn::new().then(Op::DeleteRange(kv_store::kv_range(namespace, prefix)));
+    state.storage().txn(txn).await?;
+    Ok(())
+}
+
+/// Deletes one entry (`cas`: the mod revision it must still have); a missing entry is deleted
+/// already. `false` when the check failed.
+pub(crate) async fn delete(
+    state: &State,
+    namespace: &str,
+    key: &str,
+    cas: Option<u64>,
+) -> Result<bool, Error> {
+    let kv_key = kv_store::kv_key(namespace, key);
+    for _ in 0..MAX_ATTEMPTS {
+        let (existing, revision) = load_entry(state, &kv_key).await?;
+        let Some(entry) = existing else {
+            // Consul: deleting a missing key succeeds, with or without cas.
+            return Ok(true);
+        };
+        if cas.is_some_and(|cas| cas != revision) {
+            return Ok(false);
+        }
+        let mut txn = Txn::new()
+            .when(Compare::ModRevision(kv_key.clone(), revision))
+            .then(Op::Delete {
+                key: kv_key.clone(),
+            });
+        if let Some(holder) = &entry.session {
+            txn = txn.then(Op::Delete {
+                key: sessions::session_lock_key(holder, namespace, key),
+            });
+        }
+        if state.storage().txn(txn).await?.succeeded {
+            return Ok(true);
+        }
+        if cas.is_some() {
+            return Ok(false);
+        }
+    }
+    Err(Error::Contention)
+}
