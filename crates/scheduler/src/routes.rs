@@ -9,7 +9,7 @@ use axum::routing::{get, post, put};
 
 use crate::{Error, State, acl, agent, allocations, client_rpc, jobs, namespaces, nodes};
 
-/// Header pairs (canonical prefix, upstream alias) for DESIGN.md decision 1.
+/// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-scheduler-", "x-nomad-")];
 
 /// The scheduler's router, with its state applied.

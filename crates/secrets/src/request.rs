@@ -1,5 +1,5 @@
 //! HTTP request → logical request, as Vault's `buildLogicalRequestNoAuth`
-//! (`internal/http/logical.go`; reference §1.4), and the per-request context every backend
+//! (`internal/http/logical.go`; docs/design.md §U1), and the per-request context every backend
 //! gets.
 //!
 //! Called by `dispatch.rs` for every `/v1/*` path that has no explicit route.

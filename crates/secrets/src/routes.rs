@@ -9,7 +9,7 @@ use axum::routing::{any, get, put};
 
 use crate::{Error, State, dispatch, seal, sys};
 
-/// Header pairs (canonical prefix, upstream alias) for DESIGN.md decision 1.
+/// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-secrets-", "x-vault-")];
 
 /// The secrets service's router, with its state applied.

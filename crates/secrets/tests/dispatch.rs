@@ -1,4 +1,4 @@
-//! Request handling through the router (reference §1.2-1.4): verbs, `?list` spellings, the
+//! Request handling through the router (docs/design.md §U1, §U2): verbs, `?list` spellings, the
 //! 200/204/404 rules and LIST's 404, the envelope, JSON and form bodies, nulls, PATCH's
 //! content type, the three token headers, 403 vs 404 on unknown paths, and 503 while sealed.
 //! The kv engine at `secret/` (dev mode) is the backend.

@@ -1,4 +1,4 @@
-//! `sys/mounts`, `sys/remount` and `sys/auth` through the router (reference §1.8): engines at
+//! `sys/mounts`, `sys/remount` and `sys/auth` through the router (docs/design.md §U5): engines at
 //! custom paths, one type several times, conflicts, reserved paths, unknown types, tune,
 //! remount, disable, and the table surviving a restart.
 

@@ -88,7 +88,7 @@ pub(crate) const NAMESPACE_CAPABILITIES: &[&str] = &[
     "delete-service-registration",
 ];
 
-/// The spec's names for upstream capabilities (DESIGN.md decision 2): (alias, upstream name).
+/// The spec's names for upstream capabilities (docs/design.md §D2): (alias, upstream name).
 const NAMESPACE_CAPABILITY_ALIASES: &[(&str, &str)] =
     &[("policy-engine-override", "sentinel-override")];
 

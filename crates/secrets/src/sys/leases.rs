@@ -1,5 +1,5 @@
 //! `sys/leases/*` and the legacy `sys/renew`, `sys/revoke`, `sys/revoke-prefix`,
-//! `sys/revoke-force` (reference §1.9; hvac `system_backend/lease.py`, which uses PUT).
+//! `sys/revoke-force` (docs/design.md §U6; hvac `system_backend/lease.py`, which uses PUT).
 //!
 //! - `PUT sys/leases/lookup {lease_id}` → `data {id, issue_time, expire_time, last_renewal,
 //!   renewable, ttl}`; unknown → 400 `invalid lease`.

@@ -1,4 +1,4 @@
-//! `sys/mounts` and `sys/remount`: secrets engines at any path (reference §1.8).
+//! `sys/mounts` and `sys/remount`: secrets engines at any path (docs/design.md §U5).
 //!
 //! - `GET sys/mounts` → map keyed `"path/"` (in `data` and, by dispatch, at the top level) of
 //!   `{type, description, accessor, uuid, config{default_lease_ttl, max_lease_ttl,

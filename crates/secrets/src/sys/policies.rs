@@ -8,7 +8,7 @@
 //!   (and EGP `paths`); stored and validated, never evaluated (docs/compat.md says so). The
 //!   EGP list adds `name_path_map`.
 //!
-//! Vault's rules (reference §1.6): names are lower-cased with the warning `policy name was
+//! Vault's rules (docs/design.md §U3): names are lower-cased with the warning `policy name was
 //! converted to <name>`; the document may be base64-encoded; an empty document is 400 `'policy'
 //! parameter not supplied or empty`; a parse error is 400; `root` cannot be written or
 //! deleted, `default` cannot be deleted; deleting a missing policy is 204.

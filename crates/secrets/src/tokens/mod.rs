@@ -1,4 +1,4 @@
-//! The token store (`auth/token/*`; Vault's `token_store.go`, reference §1.7): service tokens,
+//! The token store (`auth/token/*`; Vault's `token_store.go`, docs/design.md §U4): service tokens,
 //! their accessors, the parent → child tree, roles, TTLs and use counts.
 //!
 //! - Ids are `hvs.` + 24 base62 characters (the dev root token keeps the id it was given).
