@@ -4,11 +4,12 @@
 //! `Authorization: Bearer <token>`, looks the token up by the SHA-256 of its secret, and
 //! resolves its owner (a user, a team, or an organization). [`Caller::organization`] then
 //! answers what the caller may do in one organization as an [`OrgAccess`], whose predicates
-//! (`can_manage_membership`, ...) handlers check before touching data.
+//! (`can_manage_membership`, ...) handlers check before touching data;
+//! [`load_visible_workspace`] does the same for a workspace, for every workspace-scoped family.
 //!
 //! Where it sits: first extractor of every handler except those listed under
 //! `// Unauthenticated:` in `routes.rs`; reads `store/tokens.rs`, `store/users.rs`,
-//! `store/teams.rs` and `store/memberships.rs`; writes nothing.
+//! `store/teams.rs`, `store/memberships.rs` and `store/workspaces.rs`; writes nothing.
 //!
 //! The rules (TFE's, as far as the spec and reference state them):
 //! - A missing, unknown or expired token, or one whose owner is gone, is 401. Anything a
@@ -26,11 +27,13 @@
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
+use crate::store::Stored;
 use crate::store::memberships::{MembershipStatus, load_user_membership};
 use crate::store::organizations::{OrganizationRecord, load_organization};
 use crate::store::teams::{OrganizationAccess, TeamRecord, load_team};
 use crate::store::tokens::{TokenOwner, TokenRecord, load_token_by_hash};
 use crate::store::users::{UserRecord, load_user};
+use crate::store::workspaces::{WorkspaceRecord, load_workspace};
 use crate::{Error, State, ids};
 
 /// The authenticated caller of a request.
@@ -334,4 +337,26 @@ impl OrgAccess {
             Err(Error::NotFound)
         }
     }
+}
+
+/// Whether the caller may queue plans and runs and upload configuration in this organization.
+pub(crate) fn can_queue_runs(caller: &Caller, access: &OrgAccess) -> bool {
+    access.can_manage_workspaces() && caller.can_create_configuration_versions()
+}
+
+/// The workspace `id` and the caller's access to its organization; 404 when it does not exist
+/// or the caller may not read it.
+pub(crate) async fn load_visible_workspace(
+    state: &State,
+    caller: &Caller,
+    id: &str,
+) -> Result<(Stored<WorkspaceRecord>, OrgAccess), Error> {
+    let workspace = load_workspace(state.storage(), id)
+        .await?
+        .ok_or(Error::NotFound)?;
+    let access = caller
+        .organization(state, &workspace.record.organization)
+        .await?;
+    OrgAccess::check(access.can_read_workspaces())?;
+    Ok((workspace, access))
 }

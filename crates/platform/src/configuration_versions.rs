@@ -3,9 +3,9 @@
 //! `include=ingress_attributes,run`, the ingress-attributes endpoint, the archive action,
 //! downloads (302 to a signed blob URL) and the workspace's current configuration version.
 //!
-//! Where it sits: handlers called from `routes.rs` (engineer P2's section); the upload and
-//! the blob download behind the signed URLs are in `objects.rs`; records in
-//! `store/configuration_versions.rs`, archives in the blob store (`blobs.rs`).
+//! Where it sits: handlers called from `routes.rs`; the upload and the blob download behind
+//! the signed URLs are in `objects.rs`; records in `store/configuration_versions.rs`, archives
+//! in the blob store (`blobs.rs`); rendered by `views/configuration_versions.rs`.
 //!
 //! Invariants:
 //! - `upload-url` appears only in the create response; every other representation is the
@@ -22,10 +22,10 @@
 use axum::extract::{Path, State as AxumState};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
-use jsonapi::{Document, Relationship, Resource};
+use jsonapi::Document;
 use storage::{Compare, Txn};
 
-use crate::auth::{Caller, OrgAccess};
+use crate::auth::{Caller, OrgAccess, can_queue_runs, load_visible_workspace};
 use crate::render::JsonApi;
 use crate::request::{Body, Query};
 use crate::run_state::RunStatus;
@@ -37,48 +37,13 @@ use crate::store::configuration_versions::{
 use crate::store::runs::load_cv_runs;
 use crate::store::workspaces::workspace_key;
 use crate::store::{MAX_ATTEMPTS, RECORD_VERSION, Stored, commit};
-use crate::workspaces::{can_queue_runs, load_visible_workspace};
-use crate::{Error, State, ids, runs};
+use crate::views::configuration_versions::cv_resource;
+use crate::views::runs::run_resource;
+use crate::{Error, State, ids};
 
 /// `include` names of a configuration version (`ingress-attributes` is accepted too).
 const INCLUDES: &[&str] = &["ingress_attributes", "run"];
 const INCLUDE_ALIASES: &[(&str, &str)] = &[("ingress-attributes", "ingress_attributes")];
-
-/// The `configuration-versions` resource, without `upload-url`.
-pub(crate) fn cv_resource(cv: &ConfigurationVersionRecord) -> Resource {
-    let id = &cv.id;
-    let timestamps: serde_json::Map<String, serde_json::Value> = cv
-        .status_timestamps
-        .iter()
-        .map(|(name, ms)| {
-            (
-                name.clone(),
-                serde_json::Value::String(ids::format_time(*ms)),
-            )
-        })
-        .collect();
-    Resource::new("configuration-versions", id)
-        .attribute("auto-queue-runs", cv.auto_queue_runs)
-        .attribute("error", &cv.error)
-        .attribute("error-message", &cv.error_message)
-        .attribute("source", &cv.source)
-        .attribute("speculative", cv.speculative)
-        .attribute("provisional", cv.provisional)
-        .attribute("status", cv.status.as_str())
-        .attribute("status-timestamps", timestamps)
-        .attribute("changed-files", Vec::<String>::new())
-        .relationship(
-            "ingress-attributes",
-            Relationship::optional("ingress-attributes", None::<String>).related(format!(
-                "/api/v2/configuration-versions/{id}/ingress-attributes"
-            )),
-        )
-        .self_link(format!("/api/v2/configuration-versions/{id}"))
-        .link(
-            "download",
-            format!("/api/v2/configuration-versions/{id}/download"),
-        )
-}
 
 /// The version `id` and the caller's access; 404 when missing or not readable.
 async fn load_visible_cv(
@@ -103,7 +68,7 @@ async fn add_includes(
 ) -> Result<(), Error> {
     if includes.iter().any(|name| name == "run") {
         for run in load_cv_runs(state.storage(), &cv.id).await? {
-            document.include(runs::run_resource(&run, caller, access));
+            document.include(run_resource(&run, caller, access));
         }
     }
     Ok(())

@@ -42,15 +42,15 @@ pub enum Error {
     /// A state conflict (archiving a configuration version in use, a locked workspace, ...).
     #[error("{0}")]
     Conflict(String),
-    /// Engineer P2: a state change the resource's state machine refuses (archiving a
+    /// A state change the resource's state machine refuses (archiving a
     /// configuration version in use, a run action in the wrong status); go-tfe matches the
     /// title `transition not allowed` and the detail.
     #[error("{0}")]
     TransitionNotAllowed(String),
-    /// Engineer P2: an upload over the configured limit; nothing was stored.
+    /// An upload over the configured limit; nothing was stored.
     #[error("the configuration archive is larger than the limit of {}", crate::blobs::describe_size(*limit))]
     ArchiveTooLarge { limit: u64 },
-    /// Engineer P2: an uploaded archive that is not a .tar.gz (the version is now `errored`).
+    /// An uploaded archive that is not a .tar.gz (the version is now `errored`).
     #[error("the configuration version errored: {0}")]
     InvalidArchive(String),
     /// A mutating request without `Content-Type: application/vnd.api+json`.

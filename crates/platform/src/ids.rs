@@ -8,7 +8,7 @@
 //! - An id is `<prefix>-<16 base58 characters>` (TFE's and OTF's shape), drawn from the OS
 //!   CSPRNG-seeded thread RNG; prefixes: `user`, `org` (an organization's external id; the
 //!   organization itself is addressed by name), `team`, `ou` (memberships), `at` (tokens),
-//!   and for engineer P2's families `ws`, `cv`, `run`.
+//!   `ws` (workspaces), `cv` (configuration versions), `run`.
 //! - A token secret is `<14 alphanumerics>.atlasv1.<64 alphanumerics>` (the shape secret
 //!   scanners know); it is never stored, only its SHA-256 in lowercase hex.
 //! - Timestamps render as ISO 8601 UTC with milliseconds: `2023-08-23T22:34:24.561Z`.

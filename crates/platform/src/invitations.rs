@@ -24,7 +24,6 @@ use serde_json::json;
 use storage::{Compare, Txn};
 
 use crate::auth::{Caller, MaybeCaller};
-use crate::memberships::membership_resource;
 use crate::render::JsonApi;
 use crate::request::OptionalBody;
 use crate::store::memberships::{
@@ -34,6 +33,8 @@ use crate::store::memberships::{
 use crate::store::tokens::{TokenOwner, TokenRecord, save_token_ops};
 use crate::store::users::{load_user, user_key, username_key};
 use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, commit, put};
+use crate::views::memberships::membership_resource;
+use crate::views::users::user_resource;
 use crate::{Error, State, ids, users};
 
 /// `POST /api/v2/organization-memberships/:id/actions/accept`: 200 with
@@ -167,7 +168,7 @@ pub(crate) async fn accept_membership(
         txn = txn.when(compare).then(op);
         if commit(state.storage(), txn).await? {
             let mut document = Document::one(membership_resource(&accepted, &accepted.team_ids));
-            document.include(users::user_resource(&accepted_user));
+            document.include(user_resource(&accepted_user));
             if let Some((token_id, secret)) = first_token {
                 document = document.with_meta(
                     "authentication-token",

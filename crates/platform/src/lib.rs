@@ -2,16 +2,27 @@
 //! (default 127.0.0.1:8080), under `/api/v2`.
 //!
 //! Request flow: `cairn` opens the state with [`State::open`] (which bootstraps the site
-//! administrator) and serves [`router`]; `routes.rs` lists every (method, path) and applies the
-//! JSON:API content-type rule and body limit; handlers live in one file per URL family
-//! (`ping.rs`, `users.rs`, `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`,
-//! `invitations.rs`);
-//! each starts with the `auth::Caller` extractor, reads its input through `request.rs`
-//! (`Body`, `Query`), persists through `store/`, and answers through `render.rs`; errors go
-//! through [`Error`], rendered as JSON:API error documents by the `jsonapi` crate.
+//! administrator) and serves [`router`]; `routes.rs` lists every (method, path), applies the
+//! per-caller rate limit (`rate_limit.rs`) and, on JSON:API routes, the content-type rule and
+//! body limit. Handlers live in one file per URL family: `ping.rs`, `users.rs`,
+//! `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`, `invitations.rs`,
+//! `workspaces/`, `configuration_versions.rs`, `runs.rs`, and `objects.rs` (the signed upload
+//! and download URLs). A handler starts with the `auth::Caller` extractor (except ping, the
+//! invitation acceptance and the signed URLs), reads its input through `request.rs` (`Body`,
+//! `Query`), persists through `store/` (runs through the workspace queue, `run_queue.rs`;
+//! archives through `blobs.rs`), renders resources with `views/` and answers through
+//! `render.rs`; errors go through [`Error`], rendered as JSON:API error documents by the
+//! `jsonapi` crate.
+//!
+//! Layers, each importing only those below it: `routes.rs`; the handlers; `views/` (how each
+//! resource renders, shared by every family that answers or includes it, so no two handler
+//! modules import each other) and `run_queue.rs`; `auth.rs`, `request.rs`, `render.rs`,
+//! `signed_url.rs`; `store/`; at the bottom `run_state.rs` (pure), `archive.rs`, `blobs.rs`
+//! and `ids.rs`.
 //!
 //! Invariants:
-//! - Everything this crate stores lives under the `platform/` key prefix (`store/`).
+//! - Everything this crate keeps in the shared store lives under the `platform/` key prefix
+//!   (`store/`); configuration archives live in the blob directory ([`Config::blob_dir`]).
 //! - Every response carries `TFP-API-Version: 2.5` (Terraform refuses older servers).
 //! - Error `status` members are strings; "no access" is 404, never 403 (TFE's rule); a
 //!   missing or invalid token is 401.
@@ -20,30 +31,31 @@
 //!   compare-and-swap on what it read; nothing holds a lock across I/O.
 //! - The platform crate never depends on another service crate.
 
+mod archive;
 mod auth;
+mod blobs;
 mod bootstrap;
+mod configuration_versions;
 mod error;
 mod ids;
 mod invitations;
 mod memberships;
+mod objects;
 mod organizations;
 mod ping;
 mod rate_limit;
 mod render;
 mod request;
 mod routes;
+mod run_queue;
+mod run_state;
+mod runs;
+mod signed_url;
 mod store;
 mod teams;
 mod tokens;
 mod users;
-// Engineer P2: workspaces, configuration versions, runs.
-mod archive;
-mod blobs;
-mod configuration_versions;
-mod objects;
-mod run_state;
-mod runs;
-mod signed_url;
+mod views;
 mod workspaces;
 
 use std::path::PathBuf;
@@ -119,8 +131,8 @@ pub struct State {
 struct Inner {
     storage: Arc<dyn Storage>,
     config: Config,
-    /// Engineer P2: configuration archives (`blobs.rs`) and the URL signing key, loaded or
-    /// created on first use (`signed_url.rs`).
+    /// Configuration archives (`blobs.rs`) and the URL signing key, loaded or created on
+    /// first use (`signed_url.rs`).
     blobs: blobs::BlobStore,
     signer: tokio::sync::OnceCell<signed_url::Signer>,
     /// The live rate-limit settings and buckets (`rate_limit.rs`).

@@ -28,7 +28,7 @@
 
 use axum::extract::{Path, State as AxumState};
 use axum::response::Response;
-use jsonapi::{Document, Relationship, Resource};
+use jsonapi::{Document, Resource};
 use serde_json::json;
 use storage::{Compare, Op, Txn};
 
@@ -49,31 +49,12 @@ use crate::store::users::{
     UserRecord, create_user_ops, email_key, load_user, load_user_by_email, user_key,
 };
 use crate::store::{MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, list_suffixes};
-use crate::teams::{TeamView, team_resource};
-use crate::{Error, State, ids, organizations, users};
+use crate::views::memberships::membership_resource;
+use crate::views::teams::{TeamView, team_resource};
+use crate::views::users::user_resource;
+use crate::{Error, State, ids, organizations};
 
 const INCLUDES: &[&str] = &["user", "teams"];
-
-/// The `organization-memberships` resource; `team_ids` are the user's teams in its organization.
-pub(crate) fn membership_resource(membership: &MembershipRecord, team_ids: &[String]) -> Resource {
-    Resource::new("organization-memberships", &membership.id)
-        .attribute("status", membership.status.as_str())
-        .attribute("email", &membership.email)
-        .attribute("created-at", ids::format_time(membership.created_at_ms))
-        .relationship(
-            "teams",
-            Relationship::many("teams", team_ids.iter().cloned()),
-        )
-        .relationship("user", Relationship::one("users", &membership.user_id))
-        .relationship(
-            "organization",
-            Relationship::one("organizations", &membership.organization),
-        )
-        .self_link(format!(
-            "/api/v2/organization-memberships/{}",
-            membership.id
-        ))
-}
 
 /// Renders memberships with their teams, adding `include`d users and teams to `document`.
 async fn render_memberships(
@@ -89,7 +70,7 @@ async fn render_memberships(
         let team_ids = &membership.team_ids;
         resources.push(membership_resource(membership, team_ids));
         if include_user && let Some(user) = load_user(state.storage(), &membership.user_id).await? {
-            included.push(users::user_resource(&user.record));
+            included.push(user_resource(&user.record));
         }
         if include_teams {
             for team_id in team_ids {
@@ -273,7 +254,7 @@ pub(crate) async fn create_membership(
                     "accept-path": format!("/api/v2/organization-memberships/{}/actions/accept", membership.id),
                 }),
             );
-            document.include(users::user_resource(&user));
+            document.include(user_resource(&user));
             return Ok(JsonApi::created(document));
         }
     }

@@ -1,13 +1,13 @@
 //! The signed object URLs (`/_archivist/v1/object/<expires>.<signature>/…`): the PUT of a
 //! configuration archive to its `upload-url`, and the GET a download redirect points at.
 //!
-//! Where it sits: unauthenticated routes in `routes.rs` (engineer P2's upload and download
-//! group: no bearer, no JSON:API content type, no body limit but the upload limit); the
+//! Where it sits: unauthenticated routes in `routes.rs` (the upload and download group: no
+//! bearer, no JSON:API content type, no body limit but the upload limit); the
 //! signature is checked with `signed_url.rs`, the body streamed into `blobs.rs`, whose blocks
 //! also go, at the same time, to the `archive.rs` check on a blocking thread (a bounded queue
 //! of [`CHECK_QUEUE`] blocks, so checking overlaps storing and memory stays bounded); the
 //! outcome is written to `store/configuration_versions.rs` (with an auto-queued run through
-//! `runs.rs`) in one transaction.
+//! `run_queue.rs`) in one transaction.
 //!
 //! Invariants:
 //! - Nothing is read from the request but the path, `Content-Length` and the body: headers
@@ -35,13 +35,14 @@ use storage::{Compare, Txn};
 use crate::archive::{self, ArchiveError};
 use crate::blobs::{BlobError, Block};
 use crate::configuration_versions::{download_object, upload_object};
+use crate::run_queue::{RunOptions, queue_run};
 use crate::signed_url::{self, Access};
 use crate::store::configuration_versions::{
     ConfigurationVersionRecord, CvStatus, UploadRecord, blob_prefix, cv_key, load_cv,
 };
 use crate::store::workspaces::{load_workspace, workspace_key};
 use crate::store::{MAX_ATTEMPTS, commit, put};
-use crate::{Error, State, ids, runs};
+use crate::{Error, State, ids};
 
 /// After an over-limit upload, at most this many further body bytes are read and discarded
 /// so the client gets the 422 instead of a reset connection.
@@ -291,12 +292,8 @@ async fn record_upload(
                     workspace_after.current_configuration_version_id = Some(id.to_owned());
                 }
                 if next.auto_queue_runs {
-                    let (_, ops) = runs::queue_run(
-                        &mut workspace_after,
-                        &next,
-                        runs::RunOptions::auto_queued(),
-                        None,
-                    )?;
+                    let (_, ops) =
+                        queue_run(&mut workspace_after, &next, RunOptions::auto_queued(), None)?;
                     run_ops = ops;
                 }
             }

@@ -2,7 +2,7 @@
 //! [`no_content`], and [`paged`] / [`page_document`] (slice a sorted list and add `meta.pagination` and `links`).
 //!
 //! Where it sits: the last line of every handler that answers a document. Views (record →
-//! `jsonapi::Resource`) live beside their handlers; this file knows no resource type.
+//! `jsonapi::Resource`) live in `views/`; this file knows no resource type.
 //!
 //! Invariants: every document response has the JSON:API media type; paging links are
 //! relative (`/api/v2/...`, no client reads them) and carry every other query parameter.

@@ -1,13 +1,16 @@
 //! Every route of the platform, in one table: grep a URL here to find its handler. Handlers
-//! live in the file named after their URL family; every handler except those under
-//! `// Unauthenticated:` starts with the `auth::Caller` extractor.
+//! live in the file named after their URL family; each starts with the `auth::Caller`
+//! extractor, except those under an `// Unauthenticated:` comment (ping, and the signed
+//! upload and download URLs) and the invitation acceptance, where the invitation token may
+//! stand in for a bearer token (`auth::MaybeCaller`).
 //!
 //! Two groups:
 //! - JSON:API routes: a POST, PATCH or DELETE without `Content-Type: application/vnd.api+json`
 //!   is answered 415 before its handler runs (TFE's rule; GETs are never checked), and bodies
 //!   are limited to [`JSONAPI_BODY_LIMIT`] (413 beyond).
-//! - Upload and download routes (engineer P2): signed URLs used without a bearer token and
-//!   without the JSON:API content type; their own body limits.
+//! - Upload and download routes: signed URLs used without a bearer token and without the
+//!   JSON:API content type; an upload streams under the configured archive limit (`objects.rs`
+//!   answers 422 beyond it), with no other body limit.
 //!
 //! Unknown paths answer a JSON:API 404 and wrong methods a JSON:API 405; every response gets
 //! `TFP-API-Version`. Every request except ping and the signed URLs passes the per-caller rate
@@ -112,8 +115,7 @@ pub fn router(state: State) -> Router {
             "/api/v2/organization-memberships/{id}",
             get(memberships::read_membership).delete(memberships::delete_membership),
         )
-        // ---- Engineer P2: workspaces, configuration versions, runs (JSON:API routes) ----
-        // workspaces.rs
+        // workspaces/
         .route(
             "/api/v2/organizations/{name}/workspaces",
             get(workspaces::list_workspaces).post(workspaces::create_workspace),
@@ -191,17 +193,15 @@ pub fn router(state: State) -> Router {
             "/api/v2/runs/{id}/actions/force-cancel",
             post(runs::force_cancel_run),
         )
-        // ---- end of engineer P2's JSON:API routes ----
         .route_layer(axum::middleware::from_fn(require_jsonapi_content_type));
     let jsonapi = http_kit::with_body_limit(jsonapi, JSONAPI_BODY_LIMIT);
 
-    // ---- Engineer P2: upload and download routes (no bearer, no JSON:API content type) ----
+    // Upload and download routes (no bearer, no JSON:API content type).
     // Unauthenticated: the signature in the path is the credential (objects.rs).
     let blobs: Router<State> = Router::new().route(
         "/_archivist/v1/object/{signature}/configuration-versions/{object}",
         put(objects::upload_configuration_archive).get(objects::download_configuration_archive),
     );
-    // ---- end of engineer P2's upload and download routes ----
 
     jsonapi
         .merge(blobs)

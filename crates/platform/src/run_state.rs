@@ -2,8 +2,9 @@
 //! in, what the `apply`, `discard`, `cancel` and `force-cancel` actions do, which pending run
 //! starts when the workspace frees up, and the `actions` flags clients read.
 //!
-//! Where it sits: `runs.rs` and `configuration_versions.rs` (auto-queued runs) call these and
-//! persist the result through `store/runs.rs`; nothing here does IO.
+//! Where it sits: `run_queue.rs` (a new run, the next run to start) and `runs.rs` (the
+//! actions) call these and persist the result through `store/runs.rs`; the `runs` view reads
+//! [`actions`]; nothing here does IO.
 //!
 //! What happens without an executor (cairn does not run Terraform yet; docs/compat.md):
 //! - A run starts `plan_queued` when it may start now (a speculative run always may; any other

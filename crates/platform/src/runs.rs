@@ -1,15 +1,15 @@
 //! Runs (`POST /api/v2/runs`, `GET /api/v2/runs/:id`, `GET /api/v2/workspaces/:id/runs`,
-//! `POST /api/v2/runs/:id/actions/{apply,discard,cancel,force-cancel}`), and queueing the run
-//! an upload with `auto-queue-runs` asks for.
+//! `POST /api/v2/runs/:id/actions/{apply,discard,cancel,force-cancel}`).
 //!
-//! Where it sits: handlers called from `routes.rs` (engineer P2's section); the state machine
-//! is `run_state.rs`; records in `store/runs.rs`; `objects.rs` calls [`queue_run`] when an
-//! upload completes; `workspaces.rs` calls [`promote_ops`] on unlock.
+//! Where it sits: handlers called from `routes.rs`; a new run and the run that starts when
+//! one ends go through the workspace's queue (`run_queue.rs`), whose transitions are the pure
+//! `run_state.rs`; records in `store/runs.rs`; rendered by `views/runs.rs`.
 //!
 //! Invariants:
 //! - Every write of a run writes its workspace record in the same transaction, compared on
 //!   its mod revision: the queue of one workspace (`active_run_id`, `current_run_id`,
 //!   `latest_run_id`) changes one transaction at a time.
+//! - Lists are newest first, in creation order (`store/runs.rs`), never by timestamp alone.
 //! - A run is created only from an `uploaded` configuration version of its workspace (422
 //!   otherwise, naming the relationship); a speculative version makes a plan-only run.
 //! - Creating a run needs `manage-workspaces` and a user or team token; reading needs
@@ -20,23 +20,26 @@
 use axum::extract::{Path, State as AxumState};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
-use jsonapi::{Document, Relationship, Resource};
-use serde_json::{Map, Value, json};
-use storage::{Compare, Op, Txn};
+use jsonapi::Document;
+use serde_json::Value;
+use storage::{Compare, Txn};
 
-use crate::auth::{Caller, OrgAccess};
+use crate::auth::{Caller, OrgAccess, can_queue_runs, load_visible_workspace};
 use crate::render::JsonApi;
 use crate::request::{Body, Query};
-use crate::run_state::{self, QueuedRun, RunAction, RunStatus};
-use crate::store::configuration_versions::{ConfigurationVersionRecord, CvStatus, load_cv};
+use crate::run_queue::{RunOptions, enter, promote_ops, queue_run};
+use crate::run_state::{self, RunAction};
+use crate::store::configuration_versions::{CvStatus, load_cv};
 use crate::store::runs::{
-    RunRecord, RunVariable, create_run_ops, load_active_runs, load_run, load_workspace_run_ids,
-    run_key, save_run_ops,
+    RunRecord, RunVariable, load_run, load_workspace_run_ids, run_key, save_run_ops,
 };
-use crate::store::workspaces::{WorkspaceRecord, load_workspace, workspace_key};
-use crate::store::{MAX_ATTEMPTS, RECORD_VERSION, put};
-use crate::workspaces::{can_queue_runs, load_visible_workspace, workspace_resource};
-use crate::{Error, State, configuration_versions, ids, users};
+use crate::store::workspaces::{load_workspace, workspace_key};
+use crate::store::{MAX_ATTEMPTS, put};
+use crate::views::configuration_versions::cv_resource;
+use crate::views::runs::run_resource;
+use crate::views::users::user_resource;
+use crate::views::workspaces::workspace_resource;
+use crate::{Error, State, ids};
 
 /// `include` names of a run; those not rendered are accepted and ignored.
 const INCLUDES: &[&str] = &[
@@ -60,217 +63,6 @@ const INCLUDE_ALIASES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The options of a new run (`POST /runs` attributes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RunOptions {
-    pub(crate) message: String,
-    pub(crate) source: &'static str,
-    pub(crate) plan_only: bool,
-    pub(crate) is_destroy: bool,
-    pub(crate) refresh: bool,
-    pub(crate) refresh_only: bool,
-    pub(crate) auto_apply: Option<bool>,
-    pub(crate) allow_empty_apply: bool,
-    pub(crate) save_plan: bool,
-    pub(crate) target_addrs: Vec<String>,
-    pub(crate) replace_addrs: Vec<String>,
-    pub(crate) variables: Vec<RunVariable>,
-    pub(crate) terraform_version: Option<String>,
-}
-
-impl RunOptions {
-    /// The run an upload with `auto-queue-runs` queues.
-    pub(crate) fn auto_queued() -> RunOptions {
-        RunOptions {
-            message: "Triggered via API".to_owned(),
-            source: "tfe-configuration-version",
-            plan_only: false,
-            is_destroy: false,
-            refresh: true,
-            refresh_only: false,
-            auto_apply: None,
-            allow_empty_apply: false,
-            save_plan: false,
-            target_addrs: Vec::new(),
-            replace_addrs: Vec::new(),
-            variables: Vec::new(),
-            terraform_version: None,
-        }
-    }
-}
-
-/// A new run of `cv` in `workspace`: its record and the ops that create it. Updates the
-/// workspace's queue fields in place; the caller writes the workspace in the same
-/// transaction, compared on the revision it read.
-pub(crate) fn queue_run(
-    workspace: &mut WorkspaceRecord,
-    cv: &ConfigurationVersionRecord,
-    options: RunOptions,
-    created_by: Option<String>,
-) -> Result<(RunRecord, Vec<Op>), Error> {
-    let now = ids::now_ms();
-    let plan_only = options.plan_only || cv.speculative;
-    let status = run_state::initial_status(
-        plan_only,
-        workspace.lock.is_some(),
-        workspace.active_run_id.is_some(),
-    );
-    let auto_apply = options.auto_apply.unwrap_or_else(|| {
-        workspace
-            .settings
-            .get("auto-apply")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-    });
-    let mut run = RunRecord {
-        version: RECORD_VERSION,
-        id: ids::new_id("run"),
-        workspace_id: workspace.id.clone(),
-        organization: workspace.organization.clone(),
-        configuration_version_id: cv.id.clone(),
-        status,
-        status_timestamps: Default::default(),
-        message: options.message,
-        source: options.source.to_owned(),
-        plan_only,
-        is_destroy: options.is_destroy,
-        refresh: options.refresh,
-        refresh_only: options.refresh_only,
-        auto_apply,
-        allow_empty_apply: options.allow_empty_apply,
-        save_plan: options.save_plan,
-        target_addrs: options.target_addrs,
-        replace_addrs: options.replace_addrs,
-        variables: options.variables,
-        terraform_version: options.terraform_version,
-        created_by,
-        created_at_ms: now,
-    };
-    enter(&mut run, status, now);
-    workspace.latest_run_id = Some(run.id.clone());
-    if status != RunStatus::Pending && !plan_only {
-        workspace.active_run_id = Some(run.id.clone());
-        workspace.current_run_id = Some(run.id.clone());
-    }
-    Ok((run.clone(), create_run_ops(&run)?))
-}
-
-/// Records that `run` entered `status` at `now`.
-fn enter(run: &mut RunRecord, status: RunStatus, now: u64) {
-    run.status = status;
-    if let Some(key) = status.timestamp_key() {
-        run.status_timestamps.insert(key, now);
-    }
-    if status == RunStatus::PlanQueued {
-        run.status_timestamps
-            .insert("plan-queueable-at".to_owned(), now);
-    }
-}
-
-/// When nothing holds `workspace` and it is unlocked, starts its oldest pending run: the ops
-/// that write that run, with the workspace's queue fields updated in place. `changed` is a
-/// run of this workspace written in the same transaction (its new status counts).
-pub(crate) async fn promote_ops(
-    state: &State,
-    workspace: &mut WorkspaceRecord,
-    changed: Option<&RunRecord>,
-) -> Result<Vec<Op>, Error> {
-    if workspace.lock.is_some() || workspace.active_run_id.is_some() {
-        return Ok(Vec::new());
-    }
-    let mut active = load_active_runs(state.storage(), &workspace.id).await?;
-    if let Some(changed) = changed {
-        for run in &mut active {
-            if run.id == changed.id {
-                run.clone_from(changed);
-            }
-        }
-    }
-    let queue: Vec<QueuedRun> = active
-        .iter()
-        .map(|run| QueuedRun {
-            status: run.status,
-            speculative: run.plan_only,
-        })
-        .collect();
-    let Some(index) = run_state::next_to_start(&queue, false) else {
-        return Ok(Vec::new());
-    };
-    let mut run = active.swap_remove(index);
-    enter(&mut run, RunStatus::PlanQueued, ids::now_ms());
-    workspace.active_run_id = Some(run.id.clone());
-    workspace.current_run_id = Some(run.id.clone());
-    save_run_ops(&run)
-}
-
-/// The `runs` resource.
-pub(crate) fn run_resource(run: &RunRecord, caller: &Caller, access: &OrgAccess) -> Resource {
-    let id = &run.id;
-    let queue = can_queue_runs(caller, access);
-    let timestamps: Map<String, Value> = run
-        .status_timestamps
-        .iter()
-        .map(|(name, ms)| (name.clone(), Value::String(ids::format_time(*ms))))
-        .collect();
-    let canceled_at = run
-        .status_timestamps
-        .get("canceled-at")
-        .map(|ms| ids::format_time(*ms));
-    Resource::new("runs", id)
-        .attribute("actions", run_state::actions(run.status))
-        .attribute("allow-config-generation", false)
-        .attribute("allow-empty-apply", run.allow_empty_apply)
-        .attribute("auto-apply", run.auto_apply)
-        .attribute("canceled-at", canceled_at)
-        .attribute("created-at", ids::format_time(run.created_at_ms))
-        .attribute("has-changes", false)
-        .attribute("is-destroy", run.is_destroy)
-        .attribute("message", &run.message)
-        .attribute("plan-only", run.plan_only)
-        .attribute(
-            "permissions",
-            json!({
-                "can-apply": queue, "can-cancel": queue, "can-discard": queue,
-                "can-force-cancel": queue, "can-force-execute": queue,
-            }),
-        )
-        .attribute("position-in-queue", 0)
-        .attribute("refresh", run.refresh)
-        .attribute("refresh-only", run.refresh_only)
-        .attribute("replace-addrs", &run.replace_addrs)
-        .attribute("save-plan", run.save_plan)
-        .attribute("source", &run.source)
-        .attribute("status", run.status.as_str())
-        .attribute("status-timestamps", timestamps)
-        .attribute("target-addrs", &run.target_addrs)
-        .attribute(
-            "terraform-version",
-            run.terraform_version.as_deref().unwrap_or("latest"),
-        )
-        .attribute("trigger-reason", "manual")
-        .attribute("variables", &run.variables)
-        .relationship(
-            "workspace",
-            Relationship::one("workspaces", &run.workspace_id),
-        )
-        .relationship(
-            "configuration-version",
-            Relationship::one("configuration-versions", &run.configuration_version_id).related(
-                format!(
-                    "/api/v2/configuration-versions/{}",
-                    run.configuration_version_id
-                ),
-            ),
-        )
-        .relationship(
-            "created-by",
-            Relationship::optional("users", run.created_by.as_deref()),
-        )
-        .relationship("plan", Relationship::optional("plans", None::<String>))
-        .relationship("apply", Relationship::optional("applies", None::<String>))
-        .self_link(format!("/api/v2/runs/{id}"))
-}
-
 /// Adds what `include` asked for.
 async fn add_includes(
     state: &State,
@@ -289,7 +81,7 @@ async fn add_includes(
             }
             "configuration_version" | "configuration_version.ingress_attributes" => {
                 if let Some(cv) = load_cv(state.storage(), &run.configuration_version_id).await? {
-                    document.include(configuration_versions::cv_resource(&cv.record));
+                    document.include(cv_resource(&cv.record));
                 }
             }
             "created_by" => {
@@ -297,7 +89,7 @@ async fn add_includes(
                     && let Some(user) =
                         crate::store::users::load_user(state.storage(), user_id).await?
                 {
-                    document.include(users::user_resource(&user.record));
+                    document.include(user_resource(&user.record));
                 }
             }
             _ => {}

@@ -3,7 +3,7 @@
 //! and `…/relationships/organization-memberships` (membership ids).
 //!
 //! Where it sits: handlers called from `routes.rs`; access through `auth.rs`; records in
-//! `store/teams.rs`; [`team_resource`] is also used by memberships (`include=teams`).
+//! `store/teams.rs`; rendered by `views/teams.rs` (which memberships share for `include=teams`).
 //!
 //! Invariants:
 //! - Team names are unique per organization (case-insensitively) and `[A-Za-z0-9_.-]`.
@@ -18,16 +18,15 @@
 
 use axum::extract::{Path, State as AxumState};
 use axum::response::Response;
-use jsonapi::{Document, Identifier, Relationship, Resource};
-use serde_json::{Map, Value, json};
+use jsonapi::{Document, Identifier};
+use serde_json::{Map, Value};
 use storage::{Compare, Op, Txn};
 
 use crate::auth::{Caller, OrgAccess};
 use crate::render::{JsonApi, no_content, page_document};
 use crate::request::{Body, Query};
 use crate::store::memberships::{
-    MembershipRecord, load_membership, load_user_membership, load_user_membership_id,
-    membership_key_of, update_ops,
+    MembershipRecord, load_membership, load_user_membership, membership_key_of, update_ops,
 };
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
@@ -37,7 +36,10 @@ use crate::store::teams::{
 };
 use crate::store::users::load_user_by_username;
 use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, put};
-use crate::{Error, State, ids, users};
+use crate::views::memberships::membership_resource;
+use crate::views::teams::{TeamView, team_resource};
+use crate::views::users::user_resource;
+use crate::{Error, State, ids};
 
 const VISIBILITIES: &[&str] = &["secret", "organization"];
 const INCLUDES: &[&str] = &["users", "organization-memberships"];
@@ -49,86 +51,6 @@ fn valid_team_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// A team with what its view needs: member user ids and their membership ids.
-#[derive(Debug, Clone)]
-pub(crate) struct TeamView {
-    pub(crate) team: TeamRecord,
-    pub(crate) user_ids: Vec<String>,
-    pub(crate) membership_ids: Vec<String>,
-}
-
-impl TeamView {
-    pub(crate) async fn load(state: &State, team: TeamRecord) -> Result<TeamView, Error> {
-        let user_ids = load_team_member_ids(state.storage(), &team.id).await?;
-        let mut membership_ids = Vec::with_capacity(user_ids.len());
-        for user_id in &user_ids {
-            if let Some(id) =
-                load_user_membership_id(state.storage(), user_id, &team.organization).await?
-            {
-                membership_ids.push(id);
-            }
-        }
-        Ok(TeamView {
-            team,
-            user_ids,
-            membership_ids,
-        })
-    }
-}
-
-/// The `teams` resource, with `permissions` as `access` allows.
-pub(crate) fn team_resource(view: &TeamView, access: &OrgAccess) -> Resource {
-    let team = &view.team;
-    let owners = team.id == access.organization.owners_team_id;
-    Resource::new("teams", &team.id)
-        .attribute("name", &team.name)
-        .attribute("visibility", &team.visibility)
-        .attribute("users-count", view.user_ids.len())
-        .attribute("user-count", view.user_ids.len())
-        .attribute("organization-access", team.organization_access)
-        .attribute("sso-team-id", &team.sso_team_id)
-        .attribute(
-            "allow-member-token-management",
-            team.allow_member_token_management,
-        )
-        .attribute("is-unified", false)
-        .attribute(
-            "permissions",
-            json!({
-                "can-update-membership": access.can_manage_membership(),
-                "can-destroy": access.can_manage_teams() && !owners,
-                "can-update-organization-access": access.can_manage_teams() && !owners,
-                "can-update-api-token": access.can_manage_teams(),
-                "can-update-visibility": access.can_manage_teams(),
-                "can-update-name": access.can_manage_teams() && !owners,
-                "can-update-sso-team-id": false,
-                "can-update-member-token-management": access.can_manage_teams(),
-                "can-view-api-token": access.can_manage_teams(),
-            }),
-        )
-        .relationship(
-            "organization",
-            Relationship::one("organizations", &team.organization),
-        )
-        .relationship(
-            "users",
-            Relationship::many("users", view.user_ids.iter().cloned()),
-        )
-        .relationship(
-            "organization-memberships",
-            Relationship::many(
-                "organization-memberships",
-                view.membership_ids.iter().cloned(),
-            ),
-        )
-        .relationship(
-            "authentication-token",
-            Relationship::links_only()
-                .related(format!("/api/v2/teams/{}/authentication-token", team.id)),
-        )
-        .self_link(format!("/api/v2/teams/{}", team.id))
 }
 
 /// Whether `access` may see `team`.
@@ -168,7 +90,7 @@ async fn include_related(
             for user_id in &view.user_ids {
                 if let Some(user) = crate::store::users::load_user(state.storage(), user_id).await?
                 {
-                    document.include(users::user_resource(&user.record));
+                    document.include(user_resource(&user.record));
                 }
             }
         }
@@ -178,7 +100,7 @@ async fn include_related(
         {
             for membership_id in &view.membership_ids {
                 if let Some(membership) = load_membership(state.storage(), membership_id).await? {
-                    document.include(crate::memberships::membership_resource(
+                    document.include(membership_resource(
                         &membership.record,
                         &membership.record.team_ids,
                     ));

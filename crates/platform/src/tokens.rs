@@ -19,7 +19,7 @@
 
 use axum::extract::{Path, State as AxumState};
 use axum::response::Response;
-use jsonapi::{Document, Relationship, Resource};
+use jsonapi::Document;
 use storage::{Compare, Txn};
 
 use crate::auth::{Caller, OrgAccess};
@@ -33,25 +33,11 @@ use crate::store::tokens::{
 };
 use crate::store::users::load_user;
 use crate::store::{RECORD_VERSION, commit};
+use crate::views::tokens::token_resource;
 use crate::{Error, State, ids};
 
 /// The type names clients send for token create bodies (pytfe sends the singular).
 const TOKEN_TYPES: &[&str] = &["authentication-tokens", "authentication-token"];
-
-/// The `authentication-tokens` resource; `secret` only in a create response.
-fn token_resource(token: &TokenRecord, secret: Option<&str>) -> Resource {
-    Resource::new("authentication-tokens", &token.id)
-        .attribute("created-at", ids::format_time(token.created_at_ms))
-        .attribute("last-used-at", None::<String>)
-        .attribute("description", &token.description)
-        .attribute("token", secret)
-        .attribute("expired-at", token.expired_at_ms.map(ids::format_time))
-        .relationship(
-            "created-by",
-            Relationship::optional("users", token.created_by.as_deref()),
-        )
-        .self_link(format!("/api/v2/authentication-tokens/{}", token.id))
-}
 
 /// A new token record for `owner` from the create body (description, expired-at).
 fn new_token(

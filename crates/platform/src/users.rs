@@ -1,8 +1,8 @@
 //! Users: `GET /api/v2/account/details` and `PATCH /api/v2/account/update` (the caller),
-//! `GET /api/v2/users/:id`, and the `users` resource view every family includes.
+//! and `GET /api/v2/users/:id`.
 //!
-//! Where it sits: handlers called from `routes.rs`; [`user_resource`] is used by memberships
-//! (`included`), teams (`include=users`) and tokens.
+//! Where it sits: handlers called from `routes.rs`; records in `store/users.rs`; rendered by
+//! `views/users.rs`, which every family that includes a user shares.
 //!
 //! Invariants: `username` is `null` for a user created by an invitation nobody accepted; the
 //! representation is the same wherever a user appears (go-tfe compares them deeply); usernames
@@ -10,15 +10,15 @@
 //! memberships in the same transaction.
 
 use axum::extract::{Path, State as AxumState};
-use jsonapi::{Document, Relationship, Resource};
-use serde_json::json;
+use jsonapi::Document;
 use storage::{Compare, Op, Txn};
 
 use crate::auth::Caller;
 use crate::render::JsonApi;
 use crate::request::Body;
-use crate::store::users::{UserRecord, email_key, load_user, user_key, username_key};
+use crate::store::users::{email_key, load_user, user_key, username_key};
 use crate::store::{IdRef, MAX_ATTEMPTS, commit, put};
+use crate::views::users::user_resource;
 use crate::{Error, State};
 
 /// Whether `name` may be a username: `[A-Za-z0-9_.-]`, 1 to 64 characters.
@@ -28,41 +28,6 @@ pub(crate) fn valid_username(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// The `users` resource.
-pub(crate) fn user_resource(user: &UserRecord) -> Resource {
-    let avatar = format!(
-        "https://www.gravatar.com/avatar/{}?s=100&d=mm",
-        &crate::ids::hash_secret(&user.email.trim().to_lowercase())[..32]
-    );
-    Resource::new("users", &user.id)
-        .attribute("username", &user.username)
-        .attribute("is-service-account", false)
-        .attribute("auth-method", "tfe")
-        .attribute("avatar-url", avatar)
-        .attribute("v2-only", false)
-        .attribute("is-admin", user.is_admin)
-        .attribute("is-site-admin", user.is_admin)
-        .attribute("is-sso-login", false)
-        .attribute("email", &user.email)
-        .attribute("unconfirmed-email", None::<String>)
-        .attribute("two-factor", json!({"enabled": false, "verified": false}))
-        .attribute(
-            "permissions",
-            json!({
-                "can-create-organizations": user.is_admin,
-                "can-change-email": true,
-                "can-change-username": true,
-                "can-manage-user-tokens": true,
-            }),
-        )
-        .relationship(
-            "authentication-tokens",
-            Relationship::links_only()
-                .related(format!("/api/v2/users/{}/authentication-tokens", user.id)),
-        )
-        .self_link(format!("/api/v2/users/{}", user.id))
 }
 
 /// `GET /api/v2/account/details`: the user behind the token; 404 for team and organization

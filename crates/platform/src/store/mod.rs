@@ -1,7 +1,8 @@
 //! Every storage key the platform writes, and its stored records, one file per family:
 //! `users.rs`, `organizations.rs`, `teams.rs` (teams and team membership), `memberships.rs`
-//! (organization memberships), `tokens.rs` (user, team and organization tokens). Engineer P2's
-//! families (workspaces, configuration versions, runs) add their own files here.
+//! (organization memberships), `tokens.rs` (user, team and organization tokens),
+//! `workspaces.rs`, `configuration_versions.rs` (and the URL signing key) and `runs.rs`; the
+//! last three list their keys in their own files.
 //!
 //! Layout under [`PREFIX`]:
 //! ```text
@@ -43,15 +44,18 @@
 //! - A list that may be long is laid out in its key order and read a window at a time
 //!   ([`scan_window`]); what it counts is maintained beside it in the writing transaction
 //!   (`membership-counts/`), so serving a page never reads the whole list.
+//! - Every list has a total order, never a timestamp alone (records created in one
+//!   millisecond tie on it): organizations, teams and workspaces by their unique names;
+//!   memberships by their `seq`; tokens, runs and configuration versions by the revision that
+//!   created their key ([`Stored::created`], [`load_ids_in_creation_order`]).
 
+pub(crate) mod configuration_versions;
 pub(crate) mod memberships;
 pub(crate) mod organizations;
+pub(crate) mod runs;
 pub(crate) mod teams;
 pub(crate) mod tokens;
 pub(crate) mod users;
-// Engineer P2 (layouts in each file):
-pub(crate) mod configuration_versions;
-pub(crate) mod runs;
 pub(crate) mod workspaces;
 
 use serde::de::DeserializeOwned;

@@ -100,8 +100,8 @@ pub(crate) async fn delete_organization_ops(
     }
     ops.extend(super::memberships::remove_organization_ops(name));
     ops.extend(tokens::delete_organization_token_ops(storage, name).await?);
-    // Engineer P2: workspaces with their configuration versions and runs (archives stay in
-    // the blob store as orphans).
+    // Workspaces with their configuration versions and runs (archives stay in the blob store
+    // as orphans).
     ops.extend(super::workspaces::delete_organization_workspaces_ops(storage, name).await?);
     Ok(ops)
 }

@@ -28,7 +28,7 @@ pub(crate) struct WorkspaceRecord {
     pub(crate) organization: String,
     pub(crate) name: String,
     /// The settable attributes by wire name (`auto-apply`, `description`, ...); the table of
-    /// names, types and defaults is `workspaces::SETTINGS`.
+    /// names, types and defaults is `views::workspaces::SETTINGS`.
     pub(crate) settings: BTreeMap<String, Value>,
     #[serde(default)]
     pub(crate) lock: Option<LockRecord>,

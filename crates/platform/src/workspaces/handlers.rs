@@ -1,8 +1,10 @@
 //! Workspace CRUD handlers: list (search, wildcard, paging), create, read, update (rename
-//! included), delete and safe-delete, by organization and name and by id.
+//! included), delete and safe-delete, by organization and name and by id; reading the name
+//! and the settable attributes of a request, and the `include`s of an answer.
 //!
-//! Where it sits: called from `routes.rs`; renders through `view.rs`; writes through
-//! `store/workspaces.rs` with compare-and-swap on the record (and `Missing` on a new name).
+//! Where it sits: called from `routes.rs`; renders through `views/workspaces.rs`, whose
+//! `SETTINGS` table requests are read against; writes through `store/workspaces.rs` with
+//! compare-and-swap on the record (and `Missing` on a new name).
 //!
 //! Invariants: a delete removes the workspace's configuration versions and runs in the same
 //! transaction and their archives right after; safe-delete refuses a locked workspace.
@@ -13,18 +15,19 @@ use jsonapi::Document;
 use serde_json::{Map, Value};
 use storage::Txn;
 
-use super::view::{
-    INCLUDES, add_includes, apply_settings, load_named_workspace, load_visible_workspace,
-    read_name, workspace_document, workspace_resource,
-};
-use crate::auth::{Caller, OrgAccess};
+use crate::auth::{Caller, OrgAccess, load_visible_workspace};
 use crate::render::{JsonApi, no_content};
 use crate::request::{Body, Query};
+use crate::store::Stored;
 use crate::store::workspaces::{
     WorkspaceRecord, create_workspace_ops, delete_workspace_ops, load_workspace,
     load_workspace_by_name, load_workspace_ids, update_workspace_ops,
 };
 use crate::store::{MAX_ATTEMPTS, RECORD_VERSION, commit};
+use crate::views::configuration_versions::cv_resource;
+use crate::views::organizations::organization_resource;
+use crate::views::runs::run_resource;
+use crate::views::workspaces::{Kind, SETTINGS, workspace_resource};
 use crate::{Error, State, configuration_versions, ids};
 
 /// `GET /api/v2/organizations/:name/workspaces`: by name, paged; `search[name]` matches a
@@ -342,10 +345,169 @@ async fn delete(
     Err(Error::Contention)
 }
 
+/// Related resources `include` may name; those not rendered here are accepted and ignored.
+const INCLUDES: &[&str] = &[
+    "organization",
+    "current_configuration_version",
+    "current_run",
+    "latest_run",
+    "current_configuration_version.ingress_attributes",
+    "current_run.plan",
+    "current_run.configuration_version",
+    "current_run.configuration_version.ingress_attributes",
+    "effective_tag_bindings",
+    "locked_by",
+    "readme",
+    "outputs",
+    "current-state-version",
+    "project",
+];
+
+/// Whether `name` may name a workspace.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 90
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+async fn load_named_workspace(
+    state: &State,
+    caller: &Caller,
+    organization: &str,
+    name: &str,
+) -> Result<(Stored<WorkspaceRecord>, OrgAccess), Error> {
+    let access = caller.organization(state, organization).await?;
+    OrgAccess::check(access.can_read_workspaces())?;
+    let workspace = load_workspace_by_name(state.storage(), organization, name)
+        .await?
+        .ok_or(Error::NotFound)?;
+    Ok((workspace, access))
+}
+
+/// The workspace document with what `include` asked for.
+async fn workspace_document(
+    state: &State,
+    caller: &Caller,
+    access: &OrgAccess,
+    workspace: &WorkspaceRecord,
+    includes: &[String],
+) -> Result<Document, Error> {
+    let mut document = Document::one(workspace_resource(workspace, caller, access));
+    add_includes(state, &mut document, caller, access, workspace, includes).await?;
+    Ok(document)
+}
+
+async fn add_includes(
+    state: &State,
+    document: &mut Document,
+    caller: &Caller,
+    access: &OrgAccess,
+    workspace: &WorkspaceRecord,
+    includes: &[String],
+) -> Result<(), Error> {
+    for include in includes {
+        match include.as_str() {
+            "organization" => document.include(organization_resource(&access.organization, access)),
+            "current_configuration_version" => {
+                if let Some(id) = &workspace.current_configuration_version_id
+                    && let Some(cv) =
+                        crate::store::configuration_versions::load_cv(state.storage(), id).await?
+                {
+                    document.include(cv_resource(&cv.record));
+                }
+            }
+            "current_run" | "latest_run" => {
+                let id = if include == "current_run" {
+                    &workspace.current_run_id
+                } else {
+                    &workspace.latest_run_id
+                };
+                if let Some(id) = id
+                    && let Some(run) = crate::store::runs::load_run(state.storage(), id).await?
+                {
+                    document.include(run_resource(&run.record, caller, access));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Reads the settable attributes of `body` over `settings` (422 on a bad value).
+fn apply_settings(body: &Body, settings: &mut Map<String, Value>) -> Result<(), Error> {
+    for setting in SETTINGS {
+        if !body.has_attribute(setting.name)? {
+            continue;
+        }
+        let value = match setting.kind {
+            Kind::Bool => body.bool(setting.name)?.map(Value::Bool),
+            Kind::String => body.string(setting.name)?.map(Value::String),
+            Kind::StringList => match body.attribute(setting.name)? {
+                None => None,
+                Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                    Some(Value::Array(items.clone()))
+                }
+                Some(_) => {
+                    return Err(Error::invalid_attribute(
+                        setting.name,
+                        format!("{} must be an array of strings", setting.name),
+                    ));
+                }
+            },
+            Kind::ExecutionMode => match body.string(setting.name)?.as_deref() {
+                None => None,
+                Some(mode @ ("remote" | "local")) => Some(Value::String(mode.to_owned())),
+                Some("agent") => {
+                    return Err(Error::invalid_attribute(
+                        setting.name,
+                        "execution-mode agent needs an agent pool; agent pools are not supported",
+                    ));
+                }
+                Some(_) => {
+                    return Err(Error::invalid_attribute(
+                        setting.name,
+                        "execution-mode must be remote or local",
+                    ));
+                }
+            },
+        };
+        match value {
+            // `null` restores the default (for a nullable string, it is the default).
+            None => settings.remove(setting.name),
+            Some(value) => settings.insert(setting.name.to_owned(), value),
+        };
+    }
+    if let Some(repo) = body.attribute("vcs-repo")? {
+        let empty = repo.as_object().is_some_and(Map::is_empty);
+        if !empty {
+            return Err(Error::invalid_attribute(
+                "vcs-repo",
+                "VCS-connected workspaces are not supported; upload configuration versions instead",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn read_name(body: &Body) -> Result<Option<String>, Error> {
+    let Some(name) = body.string("name")? else {
+        return Ok(None);
+    };
+    if !valid_name(&name) {
+        return Err(Error::invalid_attribute(
+            "name",
+            "name may contain only letters, numbers, - and _, at most 90 characters",
+        ));
+    }
+    Ok(Some(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspaces::view::valid_name;
 
     #[test]
     fn wildcard_match_handles_prefix_suffix_and_middle() {

@@ -1,7 +1,7 @@
 //! The lock actions: `POST /api/v2/workspaces/:id/actions/{lock,unlock,force-unlock}`.
 //!
 //! Where it sits: called from `routes.rs`; writes the workspace record through
-//! `store/workspaces.rs`; unlocking may start the oldest pending run (`runs::promote_ops`) in
+//! `store/workspaces.rs`; unlocking may start the oldest pending run (`run_queue.rs`) in
 //! the same transaction.
 //!
 //! Invariants: one holder; only the holder unlocks (409 "... is locked by User alice.");
@@ -13,12 +13,13 @@ use jsonapi::Document;
 use serde_json::Value;
 use storage::Txn;
 
-use super::view::{load_visible_workspace, workspace_resource};
-use crate::auth::{Caller, OrgAccess, Subject};
+use crate::auth::{Caller, OrgAccess, Subject, load_visible_workspace};
 use crate::render::JsonApi;
+use crate::run_queue::promote_ops;
 use crate::store::workspaces::{LockHolder, LockRecord, load_workspace, update_workspace_ops};
 use crate::store::{MAX_ATTEMPTS, commit};
-use crate::{Error, State, ids, runs};
+use crate::views::workspaces::workspace_resource;
+use crate::{Error, State, ids};
 
 /// Who the caller is, as a lock holder.
 fn holder(caller: &Caller) -> LockHolder {
@@ -130,7 +131,7 @@ async fn change_lock(
         after.updated_at_ms = ids::now_ms();
         // Unlocking may let the oldest pending run start.
         let run_ops = if after.lock.is_none() {
-            runs::promote_ops(state, &mut after, None).await?
+            promote_ops(state, &mut after, None).await?
         } else {
             Vec::new()
         };

@@ -1,16 +1,16 @@
 //! Workspaces: create, list, read, update, delete (by organization and name, and by id),
 //! safe-delete, and the lock, unlock and force-unlock actions.
 //!
-//! Where it sits: handlers called from `routes.rs` (engineer P2's section) live in
-//! `handlers.rs` (CRUD) and `lock.rs` (lock actions); `view.rs` holds the settable-attribute
-//! table, the `workspaces` resource and the access helpers that `configuration_versions.rs`
-//! and `runs.rs` share; access through `auth.rs` (read: `read-workspaces`; write and lock:
+//! Where it sits: handlers called from `routes.rs` live in `handlers.rs` (CRUD) and `lock.rs`
+//! (lock actions); the `workspaces` resource and the settable-attribute table are
+//! `views/workspaces.rs`; access through `auth.rs` (read: `read-workspaces`, also
+//! [`crate::auth::load_visible_workspace`] for every workspace-scoped family; write and lock:
 //! `manage-workspaces`); records in `store/workspaces.rs`.
 //!
 //! Invariants:
 //! - Names are `[A-Za-z0-9_-]`, at most 90 characters, unique per organization ignoring case;
 //!   a rename moves the name index in the same transaction.
-//! - Settable attributes are exactly the `view::SETTINGS` table: each has a type and a
+//! - Settable attributes are exactly the `views::workspaces::SETTINGS` table: each has a type and a
 //!   default, a wrongly typed value is a 422 pointing at it, unknown attributes are ignored
 //!   (pytfe sends `type` and `setting-overwrites` among the attributes); a non-empty
 //!   `vcs-repo` is a 422 (no VCS integration).
@@ -21,7 +21,6 @@
 
 mod handlers;
 mod lock;
-mod view;
 
 pub(crate) use handlers::{
     create_workspace, delete_workspace, delete_workspace_by_id, list_workspaces, read_workspace,
@@ -29,4 +28,3 @@ pub(crate) use handlers::{
     update_workspace_by_id,
 };
 pub(crate) use lock::{force_unlock_workspace, lock_workspace, unlock_workspace};
-pub(crate) use view::{can_queue_runs, load_visible_workspace, workspace_resource};
