@@ -1,11 +1,12 @@
 //! Blocking queries, the Consul/Nomad long poll: `GET ...?index=N&wait=5m` answers once what
 //! the query reads has an index greater than `N`, or when the wait runs out.
 //!
-//! A handler parses the parameters with [`BlockingParams::parse`] (or [`BlockingQuery`]) and
-//! runs its read through [`block`], which wakes on `Storage::watch` events in the key range the
-//! query reads. The index a query reports is the revision of the last change to what it reads
-//! (usually `Storage::range_revision`), and the handler sends it as `X-Registry-Index` /
-//! `X-Scheduler-Index`.
+//! A handler parses the parameters with [`BlockingParams::parse`] (usually through
+//! [`QueryParams::blocking`](crate::query::QueryParams::blocking)) and runs its read through
+//! [`block_range`] (the index is the last change to the range the read watches), [`block`] (the
+//! read computes its own index) or, for state kept in memory and published through a
+//! `tokio::sync::watch`, [`block_watch`]. The handler sends the index as `X-Registry-Index` /
+//! `X-Scheduler-Index` ([`Indexed`](crate::query::Indexed)).
 //!
 //! Invariants:
 //! - No wake-up is lost: the watch starts at the store revision read *before* the query ran, so a
@@ -23,10 +24,11 @@ use std::time::Duration;
 use rand::Rng;
 use serde::Deserialize;
 use storage::{KeyRange, Storage};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::parse_go_duration;
+use crate::query::QueryError;
 
 /// The wait when the client gives none (or zero), as in Consul and Nomad.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(5 * 60);
@@ -59,13 +61,13 @@ impl BlockingParams {
     /// Parses the raw `index` and `wait` values. `index` is a non-negative integer (missing or
     /// empty: 0). `wait` is a Go duration (`"20ms"`, `"10s"`, `"5m"`, `"1m30s"`) or a bare
     /// number of seconds; missing, empty or zero means [`DEFAULT_WAIT`], and anything above
-    /// [`MAX_WAIT`] is cut to it. The error is a client-facing message.
-    pub fn parse(index: Option<&str>, wait: Option<&str>) -> Result<BlockingParams, String> {
+    /// [`MAX_WAIT`] is cut to it.
+    pub fn parse(index: Option<&str>, wait: Option<&str>) -> Result<BlockingParams, QueryError> {
         let index = match index.map(str::trim) {
             None | Some("") => 0,
-            Some(index) => index
-                .parse::<u64>()
-                .map_err(|_| format!("invalid index {index:?}: must be a non-negative integer"))?,
+            Some(index) => index.parse::<u64>().map_err(|_| QueryError::InvalidIndex {
+                raw: index.to_owned(),
+            })?,
         };
         let wait = match wait.map(str::trim) {
             None | Some("") => DEFAULT_WAIT,
@@ -80,14 +82,18 @@ impl BlockingParams {
     }
 }
 
-fn parse_wait(wait: &str) -> Result<Duration, String> {
+fn parse_wait(wait: &str) -> Result<Duration, QueryError> {
     let bare_seconds = wait
         .bytes()
         .all(|byte| byte.is_ascii_digit() || byte == b'.');
+    let invalid = |cause| QueryError::InvalidWait {
+        raw: wait.to_owned(),
+        cause,
+    };
     let parsed = if bare_seconds {
-        parse_go_duration(&format!("{wait}s")).map_err(|_| format!("invalid wait {wait:?}"))?
+        stdx::duration::parse_go(&format!("{wait}s")).map_err(|_| invalid(None))?
     } else {
-        parse_go_duration(wait).map_err(|err| err.replacen("duration", "wait", 1))?
+        stdx::duration::parse_go(wait).map_err(|err| invalid(Some(err)))?
     };
     Ok(if parsed.is_zero() {
         DEFAULT_WAIT
@@ -105,7 +111,7 @@ pub struct BlockingQuery {
 }
 
 impl BlockingQuery {
-    pub fn params(&self) -> Result<BlockingParams, String> {
+    pub fn params(&self) -> Result<BlockingParams, QueryError> {
         BlockingParams::parse(self.index.as_deref(), self.wait.as_deref())
     }
 }
@@ -133,7 +139,7 @@ where
     if !params.is_blocking() {
         return run_query(&mut query).await;
     }
-    let deadline = Instant::now() + params.wait + jitter(params.wait);
+    let deadline = deadline(params);
     loop {
         let revision_before = storage.revision().await?;
         let (value, index) = run_query(&mut query).await?;
@@ -160,6 +166,78 @@ where
             None => return Ok((value, index)),
         }
     }
+}
+
+/// [`block`] for a read whose index is the last change to the range it watches
+/// (`Storage::range_revision(range)`, read before `read` runs, so a write that lands between the
+/// two makes the next poll return at once rather than be missed). `read` returns the value
+/// only.
+pub async fn block_range<T, E, F, Fut>(
+    storage: &dyn Storage,
+    range: KeyRange,
+    params: &BlockingParams,
+    shutdown: Option<&CancellationToken>,
+    mut read: F,
+) -> Result<(T, u64), E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: From<storage::Error>,
+{
+    let watched = range.clone();
+    block(storage, watched, params, shutdown, || {
+        let index = storage.range_revision(range.clone());
+        let value = read();
+        async move {
+            let index = index.await?;
+            Ok((value.await?, index))
+        }
+    })
+    .await
+}
+
+/// A blocking query over state published through a `watch` channel (the scheduler's
+/// snapshots): `query` runs on the current value, then on each newer one, until its index
+/// exceeds `params.index`, the wait (plus jitter) runs out, `shutdown` fires or the sender is
+/// gone; the last result is returned, its index at least 1.
+pub async fn block_watch<S, T, E>(
+    mut updates: watch::Receiver<S>,
+    params: &BlockingParams,
+    shutdown: Option<&CancellationToken>,
+    mut query: impl FnMut(&S) -> Result<(T, u64), E>,
+) -> Result<(T, u64), E>
+where
+    S: Clone,
+{
+    let current = updates.borrow_and_update().clone();
+    let (mut value, mut index) = query(&current)?;
+    if !params.is_blocking() || index > params.index {
+        return Ok((value, index.max(1)));
+    }
+    let deadline = deadline(params);
+    loop {
+        tokio::select! {
+            biased;
+            () = cancelled(shutdown) => break,
+            () = tokio::time::sleep_until(deadline) => break,
+            changed = updates.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+            }
+        }
+        let current = updates.borrow_and_update().clone();
+        (value, index) = query(&current)?;
+        if index > params.index {
+            break;
+        }
+    }
+    Ok((value, index.max(1)))
+}
+
+/// When a blocking query that starts now gives up: the wait plus up to `wait / 16` of jitter.
+pub fn deadline(params: &BlockingParams) -> Instant {
+    Instant::now() + params.wait + jitter(params.wait)
 }
 
 async fn run_query<T, E, F, Fut>(query: &mut F) -> Result<(T, u64), E>
@@ -229,7 +307,9 @@ mod tests {
         wait: Option<&str>,
         expected: Result<(u64, Duration), &str>,
     ) {
-        let parsed = BlockingParams::parse(index, wait).map(|p| (p.index, p.wait));
+        let parsed = BlockingParams::parse(index, wait)
+            .map(|p| (p.index, p.wait))
+            .map_err(|err| err.to_string());
         assert_eq!(
             parsed,
             expected.map_err(str::to_owned),
@@ -292,6 +372,78 @@ mod tests {
             Err(r#"invalid wait "5x": unknown unit "x""#),
         );
         check_parse(None, Some("1.2.3"), Err(r#"invalid wait "1.2.3""#));
+    }
+
+    #[tokio::test]
+    async fn block_range_reports_the_range_revision_and_wakes_on_a_write_in_it() {
+        let storage = Arc::new(MemStorage::new());
+        let current = storage.put(b"registry/kv/a", b"1").await.unwrap();
+        storage.put(b"elsewhere/x", b"1").await.unwrap();
+        let (value, index) = block_range(
+            &*storage,
+            KeyRange::prefix(PREFIX),
+            &params(0, MAX_WAIT),
+            None,
+            || async { Ok::<_, storage::Error>("read") },
+        )
+        .await
+        .unwrap();
+        assert_eq!((value, index), ("read", current));
+        let writer = {
+            let storage = Arc::clone(&storage);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                storage.put(b"registry/kv/b", b"2").await.unwrap()
+            })
+        };
+        let (_, index) = block_range(
+            &*storage,
+            KeyRange::prefix(PREFIX),
+            &params(current, Duration::from_secs(10)),
+            None,
+            || async { Ok::<_, storage::Error>(()) },
+        )
+        .await
+        .unwrap();
+        assert_eq!(index, writer.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn block_watch_returns_once_a_newer_value_moves_the_index() {
+        let (sender, receiver) = watch::channel(3u64);
+        let query = |value: &u64| Ok::<_, ()>((*value * 10, *value));
+        let at_once = block_watch(receiver.clone(), &params(2, MAX_WAIT), None, query).await;
+        assert_eq!(at_once, Ok((30, 3)));
+        let publisher = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sender.send_replace(4);
+            sender
+        });
+        let started = std::time::Instant::now();
+        let woken = block_watch(receiver, &params(3, Duration::from_secs(10)), None, query).await;
+        assert_eq!(woken, Ok((40, 4)));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(publisher.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn block_watch_times_out_and_ends_on_shutdown() {
+        let (_sender, receiver) = watch::channel(0u64);
+        let query = |value: &u64| Ok::<_, ()>(((), *value));
+        let wait = Duration::from_millis(100);
+        let started = std::time::Instant::now();
+        let (_, index) = block_watch(receiver.clone(), &params(1, wait), None, query)
+            .await
+            .unwrap();
+        assert_eq!(index, 1, "an index of 0 is reported as 1");
+        assert!(started.elapsed() >= wait);
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        let started = std::time::Instant::now();
+        block_watch(receiver, &params(1, MAX_WAIT), Some(&shutdown), query)
+            .await
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

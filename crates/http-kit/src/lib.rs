@@ -13,9 +13,13 @@
 //! - [`ApiJson`], [`ApiQuery`], [`RawBody`]: extractors whose rejections are the service's own
 //!   error type (never axum's plain-text rejections).
 //! - [`header_aliases`] and [`bearer_token`]: spec header names and upstream names both work.
-//! - [`blocking`]: Consul/Nomad-style `?index=N&wait=5m` long polls, built on `Storage::watch`.
+//! - [`query`]: Consul's and Nomad's query options ([`query::QueryParams`], first value wins,
+//!   typed [`query::QueryError`]s) and read answers with their index headers
+//!   ([`query::Indexed`]).
+//! - [`blocking`]: Consul/Nomad-style `?index=N&wait=5m` long polls, built on `Storage::watch`
+//!   (or on a `tokio::sync::watch` of in-memory state).
 //!
-//! Where it sits: above `storage` (only [`blocking`] touches it), below every service crate and
+//! Where it sits: above `storage` (only [`blocking`] touches it) and `stdx`, below every service crate and
 //! `cairn`. It holds no service policy: body shapes, statuses and messages are the services'.
 //!
 //! Invariants:
@@ -31,6 +35,7 @@ mod extract;
 mod headers;
 mod layers;
 mod logging;
+pub mod query;
 mod serve;
 pub mod shape;
 mod strconv;

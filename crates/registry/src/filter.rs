@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn repeated_query_filters_are_all_kept() {
-        let query = QueryParams::from_pairs(&[
+        let query = QueryParams::from_pairs([
             ("node-meta", "rack:r1"),
             ("node-meta", "zone:a:b"),
             ("tag", "x"),
@@ -422,7 +422,7 @@ mod tests {
             ]
         );
         assert_eq!(tag_filter(&query), vec!["x", "y"]);
-        let bad = QueryParams::from_pairs(&[("node-meta", "novalue")]);
+        let bad = QueryParams::from_pairs([("node-meta", "novalue")]);
         assert!(node_meta_filter(&bad).is_err());
     }
 }

@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State as AxumState};
-use http_kit::Shutdown;
 use serde_json::{Value, json};
 
 use crate::acl::{Access, Authz, Resource};
@@ -67,7 +66,6 @@ fn filter_checks(
 pub(crate) async fn list_node_checks(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     Path(node): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
@@ -78,24 +76,18 @@ pub(crate) async fn list_node_checks(
     } else {
         checks_range()
     };
-    let ((checks, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        range.clone(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let storage = state.storage();
-            let index = storage.range_revision(range.clone()).await?;
+    let ((checks, filtered), index) = options
+        .read(state.storage(), range.clone(), || async {
             if !valid_key_part(&node) {
-                return Ok::<_, Error>(((Vec::new(), false), index));
+                return Ok((Vec::new(), false));
             }
-            let checks: Vec<Stored<CheckRecord>> = scan_records(storage, range.clone()).await?;
+            let checks: Vec<Stored<CheckRecord>> =
+                scan_records(state.storage(), range.clone()).await?;
             let (mut out, filtered) = filter_checks(&authz, &checks, |_| true);
             apply_filter(filter.as_ref(), &mut out);
-            Ok(((out, filtered), index))
-        },
-    )
-    .await?;
+            Ok((out, filtered))
+        })
+        .await?;
     Ok(Indexed::new(index, checks).filtered(filtered))
 }
 
@@ -103,29 +95,22 @@ pub(crate) async fn list_node_checks(
 pub(crate) async fn list_service_checks(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     Path(service): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
     let options = query.options(&state)?;
     let filter = filter_param(&query)?;
-    let ((checks, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        checks_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let storage = state.storage();
-            let index = storage.range_revision(checks_range()).await?;
-            let checks: Vec<Stored<CheckRecord>> = scan_records(storage, checks_range()).await?;
+    let ((checks, filtered), index) = options
+        .read(state.storage(), checks_range(), || async {
+            let checks: Vec<Stored<CheckRecord>> =
+                scan_records(state.storage(), checks_range()).await?;
             let keep =
                 |check: &CheckRecord| !check.service_id.is_empty() && check.service_name == service;
             let (mut out, filtered) = filter_checks(&authz, &checks, keep);
             apply_filter(filter.as_ref(), &mut out);
-            Ok::<_, Error>(((out, filtered), index))
-        },
-    )
-    .await?;
+            Ok((out, filtered))
+        })
+        .await?;
     Ok(Indexed::new(index, checks).filtered(filtered))
 }
 
@@ -134,7 +119,6 @@ pub(crate) async fn list_service_checks(
 pub(crate) async fn list_checks_in_state(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     Path(wanted): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
@@ -148,22 +132,16 @@ pub(crate) async fn list_checks_in_state(
     };
     let options = query.options(&state)?;
     let filter = filter_param(&query)?;
-    let ((checks, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        checks_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let storage = state.storage();
-            let index = storage.range_revision(checks_range()).await?;
-            let checks: Vec<Stored<CheckRecord>> = scan_records(storage, checks_range()).await?;
+    let ((checks, filtered), index) = options
+        .read(state.storage(), checks_range(), || async {
+            let checks: Vec<Stored<CheckRecord>> =
+                scan_records(state.storage(), checks_range()).await?;
             let keep = |check: &CheckRecord| wanted.is_none_or(|status| check.status == status);
             let (mut out, filtered) = filter_checks(&authz, &checks, keep);
             apply_filter(filter.as_ref(), &mut out);
-            Ok::<_, Error>(((out, filtered), index))
-        },
-    )
-    .await?;
+            Ok((out, filtered))
+        })
+        .await?;
     Ok(Indexed::new(index, checks).filtered(filtered))
 }
 
@@ -174,7 +152,6 @@ pub(crate) async fn list_checks_in_state(
 pub(crate) async fn list_service_entries(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     Path(service): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
@@ -189,12 +166,8 @@ pub(crate) async fn list_service_entries(
     let meta_filter = node_meta_filter(&query)?;
     let peered = query.get("peer").is_some_and(|peer| !peer.is_empty());
     let filter = filter_param(&query)?;
-    let ((entries, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        catalog_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
+    let ((entries, filtered), index) = options
+        .block(state.storage(), catalog_range(), || async {
             let storage = state.storage();
             let checks_index = storage.range_revision(checks_range()).await?;
             let instances = service_instances(storage, &service).await?;
@@ -246,9 +219,8 @@ pub(crate) async fn list_service_entries(
             }
             apply_filter(filter.as_ref(), &mut out);
             Ok(((out, filtered), index))
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(Indexed::new(index, entries).filtered(filtered))
 }
 

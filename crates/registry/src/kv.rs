@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use http_kit::{RawBody, Shutdown};
+use http_kit::RawBody;
 use serde::Serialize;
 use storage::{KeyRange, KeyValue};
 
@@ -80,9 +80,8 @@ pub(crate) async fn get_kv(
     Path(key): Path<String>,
     query: QueryParams,
     headers: HeaderMap,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Response, Error> {
-    read(&state, &authz, key, &query, &headers, &shutdown).await
+    read(&state, &authz, key, &query, &headers).await
 }
 
 pub(crate) async fn get_kv_root(
@@ -90,9 +89,8 @@ pub(crate) async fn get_kv_root(
     authz: Authz,
     query: QueryParams,
     headers: HeaderMap,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Response, Error> {
-    read(&state, &authz, String::new(), &query, &headers, &shutdown).await
+    read(&state, &authz, String::new(), &query, &headers).await
 }
 
 pub(crate) async fn put_kv(
@@ -191,7 +189,6 @@ async fn read(
     key: String,
     query: &QueryParams,
     headers: &HeaderMap,
-    shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<Response, Error> {
     let options = query.options(state)?;
     let namespace = resolve_namespace(query, headers, authz.namespace())?;
@@ -203,14 +200,11 @@ async fn read(
             .unwrap_or_default()
             .to_owned();
         let range = kv_store::kv_range(&namespace, &key);
-        let ((keys, filtered), index) = http_kit::blocking::block(
-            state.storage(),
-            range.clone(),
-            &options.blocking,
-            Some(shutdown),
-            || list_keys(state, authz, &namespace, &key, &separator, range.clone()),
-        )
-        .await?;
+        let ((keys, filtered), index) = options
+            .read(state.storage(), range.clone(), || {
+                list_keys(state, authz, &namespace, &key, &separator, range.clone())
+            })
+            .await?;
         if keys.is_empty() && !key.is_empty() {
             return Ok(not_found(index));
         }
@@ -228,14 +222,11 @@ async fn read(
     } else {
         KeyRange::key(kv_store::kv_key(&namespace, &key))
     };
-    let ((entries, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        range.clone(),
-        &options.blocking,
-        Some(shutdown),
-        || read_entries(state, authz, &namespace, &key, recurse, range.clone()),
-    )
-    .await?;
+    let ((entries, filtered), index) = options
+        .read(state.storage(), range.clone(), || {
+            read_entries(state, authz, &namespace, &key, recurse, range.clone())
+        })
+        .await?;
     if entries.is_empty() {
         return Ok(not_found(index));
     }
@@ -254,9 +245,8 @@ async fn read_entries(
     key: &str,
     recurse: bool,
     range: KeyRange,
-) -> Result<((Vec<EntryView>, bool), u64), Error> {
+) -> Result<(Vec<EntryView>, bool), Error> {
     let storage = state.storage();
-    let index = storage.range_revision(range.clone()).await?;
     let kvs = if recurse {
         storage.scan(range, None).await?.kvs
     } else {
@@ -278,7 +268,7 @@ async fn read_entries(
         let record: KvRecord = decode(&kv.key, &kv.value)?;
         entries.push(EntryView::new(name, record, &kv));
     }
-    Ok(((entries, filtered), index))
+    Ok((entries, filtered))
 }
 
 async fn list_keys(
@@ -288,9 +278,8 @@ async fn list_keys(
     prefix: &str,
     separator: &str,
     range: KeyRange,
-) -> Result<((Vec<String>, bool), u64), Error> {
+) -> Result<(Vec<String>, bool), Error> {
     let storage = state.storage();
-    let index = storage.range_revision(range.clone()).await?;
     let scanned = storage.scan(range, None).await?;
     let offset = kv_store::kv_key_offset(namespace);
     let mut filtered = false;
@@ -311,7 +300,7 @@ async fn list_keys(
         }
         keys.push(listed);
     }
-    Ok(((keys, filtered), index))
+    Ok((keys, filtered))
 }
 
 fn raw_response(index: u64, entry: &EntryView) -> Response {

@@ -1,84 +1,94 @@
 //! What every registry request and response shares: the query options (`dc`, `ns`, `index`,
-//! `wait`, `stale`, `consistent`, `token`), namespace resolution, and the index headers.
+//! `wait`, `stale`, `consistent`, `token`), namespace resolution, blocking reads, and the index
+//! headers.
 //!
-//! Where it sits: handlers take [`QueryParams`] and call [`QueryParams::options`]; they answer
-//! reads with [`Indexed`]; [`layer`] (applied in `routes.rs`) adds `X-Registry-KnownLeader` and
-//! `-LastContact` to every response and an `X-Registry-Index` to any response that lacks one
-//! (errors and 404s included, which py-consul requires).
+//! Where it sits: Consul's flavour of `http_kit::query` (which parses the query string and
+//! renders [`Indexed`] answers) and `http_kit::blocking`. Handlers take [`QueryParams`] and call
+//! [`QueryParams::options`], run their reads through [`QueryOptions::read`] or
+//! [`QueryOptions::block`] and answer with [`Indexed`]; [`layer`] (applied in `routes.rs`) adds
+//! `X-Registry-KnownLeader` and `-LastContact` to every response and an `X-Registry-Index` to
+//! any response that lacks one (errors and 404s included, which py-consul requires).
 //!
-//! Invariants: an index sent is never 0; `?stale` with `?consistent` is a 400; a `dc` other
-//! than ours is a 400 (Consul: 500 `No path to datacenter`).
+//! Invariants: an index sent is never 0; a repeated parameter reads as its first value (as
+//! Consul's `r.URL.Query().Get`); `?stale` with `?consistent` is a 400; a `dc` other than ours
+//! is a 400 (Consul: 500 `No path to datacenter`); a bad `index` or `wait` is Consul's
+//! `Invalid index` / `Invalid wait time`.
 
-use std::time::Duration;
+use std::future::Future;
+use std::ops::Deref;
 
-use axum::Json;
 use axum::extract::{FromRequestParts, Request, State as AxumState};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use http::HeaderMap;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue};
 use http_kit::blocking::BlockingParams;
-use serde::Serialize;
+use http_kit::query::{QueryError, QueryHeaders};
+use storage::{KeyRange, Storage};
+use tokio_util::sync::CancellationToken;
 
 use crate::{Error, State};
 
-pub(crate) const INDEX_HEADER: &str = "x-registry-index";
-pub(crate) const KNOWN_LEADER_HEADER: &str = "x-registry-knownleader";
-pub(crate) const LAST_CONTACT_HEADER: &str = "x-registry-lastcontact";
-pub(crate) const FILTERED_HEADER: &str = "x-registry-results-filtered-by-acls";
 pub(crate) const NAMESPACE_HEADER: &str = "x-registry-namespace";
 
 /// The namespace used when nothing names one.
 pub(crate) const DEFAULT_NAMESPACE: &str = "default";
 
-/// The raw query string as ordered pairs, form-decoded (py-consul sends `+` for spaces).
-/// Consul tests some flags by presence alone (`?recurse`, `?keys`, `?raw`).
-#[derive(Debug, Clone, Default)]
+/// The registry's names for the query headers (`X-Consul-*` through the alias layer).
+#[derive(Debug)]
+pub(crate) struct RegistryHeaders;
+
+impl QueryHeaders for RegistryHeaders {
+    const INDEX: &'static str = "x-registry-index";
+    const KNOWN_LEADER: &'static str = "x-registry-knownleader";
+    const LAST_CONTACT: &'static str = "x-registry-lastcontact";
+    const RESULTS_FILTERED: Option<&'static str> = Some("x-registry-results-filtered-by-acls");
+    const NEXT_TOKEN: Option<&'static str> = None;
+}
+
+/// A read's answer: the body as JSON, with its index and, when an ACL dropped entries, the
+/// filtered-results header.
+pub(crate) type Indexed<T> = http_kit::query::Indexed<T, RegistryHeaders>;
+
+/// The request's query string (Consul tests some flags by presence alone: `?recurse`, `?keys`,
+/// `?raw`), and the server's shutdown token, which ends a long poll early.
+#[derive(Debug, Clone)]
 pub(crate) struct QueryParams {
-    pairs: Vec<(String, String)>,
+    params: http_kit::query::QueryParams,
+    shutdown: CancellationToken,
+}
+
+impl Deref for QueryParams {
+    type Target = http_kit::query::QueryParams;
+
+    fn deref(&self) -> &http_kit::query::QueryParams {
+        &self.params
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<QueryParams, Error> {
-        let raw = parts.uri.query().unwrap_or("");
-        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(raw)
-            .map_err(|err| Error::BadRequest(format!("Invalid query string: {err}")))?;
-        Ok(QueryParams { pairs })
+        let params = http_kit::query::QueryParams::parse(parts.uri.query())
+            .map_err(|err| Error::BadRequest(err.to_string()))?;
+        let shutdown = parts
+            .extensions
+            .get::<http_kit::Shutdown>()
+            .map_or_else(CancellationToken::new, |shutdown| shutdown.0.clone());
+        Ok(QueryParams { params, shutdown })
     }
 }
 
 impl QueryParams {
     #[cfg(test)]
-    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> QueryParams {
+    pub(crate) fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> QueryParams {
         QueryParams {
-            pairs: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            params: http_kit::query::QueryParams::from_pairs(pairs),
+            shutdown: CancellationToken::new(),
         }
-    }
-
-    /// The first value of `name`, if present (an empty string for a bare `?name`).
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    }
-
-    /// Every value of a repeated parameter (`?tag=a&tag=b`, `?node-meta=k:v&node-meta=...`).
-    pub(crate) fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.pairs
-            .iter()
-            .filter(move |(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    }
-
-    /// Whether `name` is present at all, whatever its value (Consul's test for flags).
-    pub(crate) fn has(&self, name: &str) -> bool {
-        self.pairs.iter().any(|(key, _)| key == name)
     }
 
     /// An unsigned integer parameter; a malformed one is a 400 naming it.
@@ -106,22 +116,22 @@ impl QueryParams {
                 "Cannot specify ?stale with ?consistent, conflicting semantics.".to_owned(),
             ));
         }
-        let index = self.get("index");
-        if let Some(raw) = index
+        // Consul's `ParseUint` takes the value as sent, spaces included.
+        if let Some(raw) = self.get("index")
             && !raw.is_empty()
             && raw.parse::<u64>().is_err()
         {
             return Err(Error::BadRequest("Invalid index".to_owned()));
         }
-        let wait = self.get("wait").filter(|w| !w.is_empty());
-        let blocking = BlockingParams::parse(index, wait).map_err(|err| {
-            if wait.is_some() && err.to_lowercase().contains("wait") {
-                Error::BadRequest("Invalid wait time".to_owned())
-            } else {
-                Error::BadRequest(err)
-            }
+        let blocking = self.blocking().map_err(|err| match err {
+            QueryError::InvalidIndex { .. } => Error::BadRequest("Invalid index".to_owned()),
+            QueryError::InvalidWait { .. } => Error::BadRequest("Invalid wait time".to_owned()),
+            other => Error::BadRequest(other.to_string()),
         })?;
-        Ok(QueryOptions { blocking })
+        Ok(QueryOptions {
+            blocking,
+            shutdown: self.shutdown.clone(),
+        })
     }
 }
 
@@ -129,12 +139,45 @@ impl QueryParams {
 #[derive(Debug, Clone)]
 pub(crate) struct QueryOptions {
     pub(crate) blocking: BlockingParams,
+    shutdown: CancellationToken,
 }
 
 impl QueryOptions {
-    #[allow(dead_code, reason = "non-blocking endpoints ignore it")]
-    pub(crate) fn wait(&self) -> Duration {
-        self.blocking.wait
+    /// Runs `read` as a blocking query over `range`: its index is the last change to `range`.
+    pub(crate) async fn read<T, F, Fut>(
+        &self,
+        storage: &dyn Storage,
+        range: KeyRange,
+        read: F,
+    ) -> Result<(T, u64), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        http_kit::blocking::block_range(storage, range, &self.blocking, Some(&self.shutdown), read)
+            .await
+    }
+
+    /// Runs `query` as a blocking query woken by changes in `watched`; `query` returns its
+    /// value with the index of what it read (a narrower range, or several).
+    pub(crate) async fn block<T, F, Fut>(
+        &self,
+        storage: &dyn Storage,
+        watched: KeyRange,
+        query: F,
+    ) -> Result<(T, u64), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(T, u64), Error>>,
+    {
+        http_kit::blocking::block(
+            storage,
+            watched,
+            &self.blocking,
+            Some(&self.shutdown),
+            query,
+        )
+        .await
     }
 }
 
@@ -201,46 +244,9 @@ fn valid_namespace(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// A read's answer: the body as JSON, with its index and, when an ACL dropped entries, the
-/// filtered-results header.
-#[derive(Debug)]
-pub(crate) struct Indexed<T> {
-    pub(crate) index: u64,
-    pub(crate) body: T,
-    pub(crate) filtered: bool,
-}
-
-impl<T> Indexed<T> {
-    pub(crate) fn new(index: u64, body: T) -> Indexed<T> {
-        Indexed {
-            index,
-            body,
-            filtered: false,
-        }
-    }
-
-    pub(crate) fn filtered(mut self, filtered: bool) -> Indexed<T> {
-        self.filtered = filtered;
-        self
-    }
-}
-
-impl<T: Serialize> IntoResponse for Indexed<T> {
-    fn into_response(self) -> Response {
-        let mut response = Json(self.body).into_response();
-        set_index(response.headers_mut(), self.index);
-        if self.filtered {
-            response
-                .headers_mut()
-                .insert(FILTERED_HEADER, HeaderValue::from_static("true"));
-        }
-        response
-    }
-}
-
 /// Sets `X-Registry-Index` (never 0).
 pub(crate) fn set_index(headers: &mut HeaderMap, index: u64) {
-    headers.insert(INDEX_HEADER, HeaderValue::from(index.max(1)));
+    http_kit::query::set_index::<RegistryHeaders>(headers, index);
 }
 
 /// Adds the leader headers to every response, and an index to any that lacks one (writes,
@@ -257,9 +263,8 @@ async fn add_meta_headers(
 ) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
-    headers.insert(KNOWN_LEADER_HEADER, HeaderValue::from_static("true"));
-    headers.insert(LAST_CONTACT_HEADER, HeaderValue::from_static("0"));
-    if !headers.contains_key(INDEX_HEADER) {
+    http_kit::query::set_leader::<RegistryHeaders>(headers);
+    if !headers.contains_key(RegistryHeaders::INDEX) {
         let index = state.storage().revision().await.unwrap_or(1);
         set_index(response.headers_mut(), index);
     }

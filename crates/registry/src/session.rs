@@ -15,7 +15,7 @@
 
 use axum::extract::{Path, State as StateExtractor};
 use http::HeaderMap;
-use http_kit::{RawBody, Shutdown};
+use http_kit::RawBody;
 use serde::Serialize;
 use serde_json::Value;
 use storage::KeyValue;
@@ -170,38 +170,35 @@ pub(crate) async fn info_session(
     Path(raw_id): Path<String>,
     query: QueryParams,
     headers: HeaderMap,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<Vec<SessionView>>, Error> {
     let options = query.options(&state)?;
     let namespace = resolve_namespace(&query, &headers, authz.namespace())?;
     let namespace = namespace.single()?.to_owned();
     let id = sessions::parse_session_id(&raw_id);
-    let ((sessions, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        sessions_store::sessions_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let index = sessions_index(&state).await?;
-            let Some(id) = &id else {
-                return Ok(((Vec::new(), false), index));
-            };
-            let found = sessions::load_session(&state, id).await?;
-            let mut filtered = false;
-            let mut out = Vec::new();
-            if let Some((record, kv)) = found
-                && record.namespace == namespace
-            {
-                if authz.allows(Resource::Session, &record.node, Access::Read) {
-                    out.push(SessionView::new(record, &kv));
-                } else {
-                    filtered = true;
+    let ((sessions, filtered), index) = options
+        .read(
+            state.storage(),
+            sessions_store::sessions_range(),
+            || async {
+                let Some(id) = &id else {
+                    return Ok((Vec::new(), false));
+                };
+                let found = sessions::load_session(&state, id).await?;
+                let mut filtered = false;
+                let mut out = Vec::new();
+                if let Some((record, kv)) = found
+                    && record.namespace == namespace
+                {
+                    if authz.allows(Resource::Session, &record.node, Access::Read) {
+                        out.push(SessionView::new(record, &kv));
+                    } else {
+                        filtered = true;
+                    }
                 }
-            }
-            Ok::<_, Error>(((out, filtered), index))
-        },
-    )
-    .await?;
+                Ok((out, filtered))
+            },
+        )
+        .await?;
     Ok(Indexed::new(index, sessions).filtered(filtered))
 }
 
@@ -211,23 +208,17 @@ pub(crate) async fn node_sessions(
     Path(node): Path<String>,
     query: QueryParams,
     headers: HeaderMap,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<Vec<SessionView>>, Error> {
     let options = query.options(&state)?;
     let namespace = resolve_namespace(&query, &headers, authz.namespace())?;
     let node_name = resolve_node_name(&state, &node).await?;
-    let ((sessions, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        sessions_store::sessions_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || {
+    let ((sessions, filtered), index) = options
+        .read(state.storage(), sessions_store::sessions_range(), || {
             list_matching(&state, &authz, &namespace, |record| {
                 record.node == node || node_name.as_deref() == Some(record.node.as_str())
             })
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(Indexed::new(index, sessions).filtered(filtered))
 }
 
@@ -236,18 +227,14 @@ pub(crate) async fn list_sessions(
     authz: Authz,
     query: QueryParams,
     headers: HeaderMap,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<Vec<SessionView>>, Error> {
     let options = query.options(&state)?;
     let namespace = resolve_namespace(&query, &headers, authz.namespace())?;
-    let ((sessions, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        sessions_store::sessions_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || list_matching(&state, &authz, &namespace, |_| true),
-    )
-    .await?;
+    let ((sessions, filtered), index) = options
+        .read(state.storage(), sessions_store::sessions_range(), || {
+            list_matching(&state, &authz, &namespace, |_| true)
+        })
+        .await?;
     Ok(Indexed::new(index, sessions).filtered(filtered))
 }
 
@@ -287,23 +274,14 @@ pub(crate) async fn renew_session(
 // ---------------------------------------------------------------------------------------------
 // Reads
 
-/// The index of session info, node and list.
-async fn sessions_index(state: &State) -> Result<u64, Error> {
-    Ok(state
-        .storage()
-        .range_revision(sessions_store::sessions_range())
-        .await?)
-}
-
-/// Every session in `namespace` that `keep` accepts and the token may read, with the index and
-/// whether the ACL dropped some.
+/// Every session in `namespace` that `keep` accepts and the token may read, and whether the ACL
+/// dropped some.
 async fn list_matching(
     state: &State,
     authz: &Authz,
     namespace: &Namespace,
     keep: impl Fn(&SessionRecord) -> bool,
-) -> Result<((Vec<SessionView>, bool), u64), Error> {
-    let index = sessions_index(state).await?;
+) -> Result<(Vec<SessionView>, bool), Error> {
     let scanned = state
         .storage()
         .scan(sessions_store::sessions_range(), None)
@@ -321,7 +299,7 @@ async fn list_matching(
             filtered = true;
         }
     }
-    Ok(((out, filtered), index))
+    Ok((out, filtered))
 }
 
 /// `/v1/session/node/:node` takes a name or a node id: the name of the node whose id is

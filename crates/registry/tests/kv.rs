@@ -128,6 +128,22 @@ async fn kv_flags_are_stored_and_validated() {
     assert_eq!(entry(&registry, "f").await.unwrap()["Value"], b64("y"));
 }
 
+/// Consul reads a query parameter with Go's `url.Values.Get`: the first value wins.
+#[tokio::test]
+async fn kv_repeated_query_parameters_read_as_their_first_value() {
+    let registry = TestRegistry::new().await;
+    assert!(put(&registry, "/v1/kv/f?flags=5&flags=7", "x").await);
+    assert_eq!(entry(&registry, "f").await.unwrap()["Flags"], 5);
+    registry
+        .put("/v1/kv/f?flags=5&flags=abc", "x")
+        .await
+        .assert_status(200);
+    registry
+        .put("/v1/kv/f?flags=abc&flags=5", "x")
+        .await
+        .assert_status(400);
+}
+
 #[tokio::test]
 async fn kv_raw_returns_the_bytes() {
     let registry = TestRegistry::new().await;

@@ -1,52 +1,69 @@
 //! What every scheduler request and response shares: query options (`namespace`, `region`,
 //! `index`, `wait`, `stale`, paging, `filter`) and the index headers.
 //!
-//! Where it sits: handlers take [`QueryParams`] and answer reads with [`Indexed`], which sets
-//! `X-Scheduler-Index`, `-KnownLeader` and `-LastContact` (sent also as `X-Nomad-*` by the
+//! Where it sits: Nomad's flavour of `http_kit::query`, which parses the query string and
+//! renders the answers. Handlers take [`QueryParams`] and answer reads with [`Indexed`], which
+//! sets `X-Scheduler-Index`, `-KnownLeader` and `-LastContact` (sent also as `X-Nomad-*` by the
 //! header-alias layer of `routes.rs`).
 //!
 //! Lists page with [`paginate`] (Nomad's paginator: inclusive tokens, filtering before
 //! counting) and filter with [`passes`]; the token helpers (`create_index_token`,
 //! `namespace_id_token`, `id_token`) order tokens exactly as the lists are sorted.
 //!
-//! Invariants: an index sent is never 0; query values are parsed the way Nomad parses them
+//! Invariants: an index sent is never 0; a repeated parameter reads as its first value (Go's
+//! `url.Values.Get`, as Nomad); query values are parsed the way Nomad parses them
 //! (booleans with Go's `ParseBool`, `per_page` as an int32), and a bad value is a 400 naming it;
 //! `reverse` accepts every `ParseBool` spelling (upstream honours only `true`; see
 //! docs/compat.md).
 
-use axum::Json;
+use std::cmp::Ordering;
+use std::ops::Deref;
+
 use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
+use http::HeaderMap;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue};
 use http_kit::blocking::BlockingParams;
+use http_kit::query::{QueryError, QueryHeaders};
 use serde::Serialize;
 use serde_json::Value;
-use std::cmp::Ordering;
 
 use crate::Error;
 use crate::filter::{Filter, FilterError};
 use crate::structs::DEFAULT_NAMESPACE;
 
-pub(crate) const INDEX_HEADER: &str = "x-scheduler-index";
-pub(crate) const KNOWN_LEADER_HEADER: &str = "x-scheduler-knownleader";
-pub(crate) const LAST_CONTACT_HEADER: &str = "x-scheduler-lastcontact";
-pub(crate) const NEXT_TOKEN_HEADER: &str = "x-scheduler-nexttoken";
+/// The scheduler's names for the query headers (`X-Nomad-*` through the alias layer).
+#[derive(Debug)]
+pub(crate) struct SchedulerHeaders;
 
-/// The raw query string as ordered pairs, form-decoded.
+impl QueryHeaders for SchedulerHeaders {
+    const INDEX: &'static str = "x-scheduler-index";
+    const KNOWN_LEADER: &'static str = "x-scheduler-knownleader";
+    const LAST_CONTACT: &'static str = "x-scheduler-lastcontact";
+    const RESULTS_FILTERED: Option<&'static str> = None;
+    const NEXT_TOKEN: Option<&'static str> = Some("x-scheduler-nexttoken");
+}
+
+/// The query string (`http_kit::query::QueryParams`: a repeated parameter reads as its first
+/// value, as Nomad's `req.URL.Query().Get`), with Nomad's options and error wording.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct QueryParams {
-    pairs: Vec<(String, String)>,
+pub(crate) struct QueryParams(http_kit::query::QueryParams);
+
+impl Deref for QueryParams {
+    type Target = http_kit::query::QueryParams;
+
+    fn deref(&self) -> &http_kit::query::QueryParams {
+        &self.0
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<QueryParams, Error> {
-        let raw = parts.uri.query().unwrap_or("");
-        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(raw)
-            .map_err(|err| Error::BadRequest(format!("Invalid query string: {err}")))?;
-        Ok(QueryParams { pairs })
+        http_kit::query::QueryParams::parse(parts.uri.query())
+            .map(QueryParams)
+            .map_err(|err| Error::BadRequest(err.to_string()))
     }
 }
 
@@ -54,16 +71,7 @@ impl QueryParams {
     /// Query parameters from decoded pairs (tests and internal callers).
     #[cfg(test)]
     pub(crate) fn from_pairs(pairs: Vec<(String, String)>) -> QueryParams {
-        QueryParams { pairs }
-    }
-
-    /// The last value of `name`, if given.
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .rev()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
+        QueryParams(http_kit::query::QueryParams::from_pairs(pairs))
     }
 
     /// `?namespace=` (default `default`; `*` means every namespace the token may see).
@@ -76,15 +84,12 @@ impl QueryParams {
 
     /// A boolean parameter, parsed like Go's `strconv.ParseBool`; a bare `?name` is true.
     pub(crate) fn bool(&self, name: &str) -> Result<Option<bool>, Error> {
-        match self.get(name) {
-            None => Ok(None),
-            Some("") => Ok(Some(true)),
-            Some(raw) => http_kit::parse_bool(raw).map(Some).ok_or_else(|| {
-                Error::BadRequest(format!(
-                    "Failed to parse value of {name:?} ({raw}) as a bool: strconv.ParseBool: parsing {raw:?}: invalid syntax"
-                ))
-            }),
-        }
+        self.0.bool(name).map_err(|err| match err {
+            QueryError::InvalidBool { name, raw } => Error::BadRequest(format!(
+                "Failed to parse value of {name:?} ({raw}) as a bool: strconv.ParseBool: parsing {raw:?}: invalid syntax"
+            )),
+            other => Error::BadRequest(other.to_string()),
+        })
     }
 
     /// `?index=` and `?wait=`.
@@ -98,7 +103,9 @@ impl QueryParams {
                 "Expect `true` or `false` for `stale` query string parameter".to_owned(),
             ));
         }
-        BlockingParams::parse(self.get("index"), self.get("wait")).map_err(Error::BadRequest)
+        self.0
+            .blocking()
+            .map_err(|err| Error::BadRequest(err.to_string()))
     }
 
     /// `?per_page=` (0 or missing: no paging).
@@ -118,7 +125,7 @@ impl QueryParams {
     }
 }
 
-/// A read answer with its index headers.
+/// A read answer with its index headers (rendered by `http_kit::query::Indexed`).
 #[derive(Debug)]
 pub(crate) struct Indexed<T> {
     pub(crate) index: u64,
@@ -139,34 +146,22 @@ impl<T> Indexed<T> {
 
 /// Adds the index headers (index at least 1).
 pub(crate) fn index_headers(headers: &mut HeaderMap, index: u64) {
-    headers.insert(INDEX_HEADER, HeaderValue::from(index.max(1)));
-    headers.insert(KNOWN_LEADER_HEADER, HeaderValue::from_static("true"));
-    headers.insert(LAST_CONTACT_HEADER, HeaderValue::from_static("0"));
+    http_kit::query::set_index::<SchedulerHeaders>(headers, index);
+    http_kit::query::set_leader::<SchedulerHeaders>(headers);
 }
 
 impl<T: Serialize> IntoResponse for Indexed<T> {
     fn into_response(self) -> Response {
-        let mut response = Json(self.body).into_response();
-        index_headers(response.headers_mut(), self.index);
-        if let Some(token) = self.next_token
-            && let Ok(value) = HeaderValue::from_str(&token)
-        {
-            response.headers_mut().insert(NEXT_TOKEN_HEADER, value);
-        }
-        response
+        http_kit::query::Indexed::<T, SchedulerHeaders>::new(self.index, self.body)
+            .next_token(self.next_token)
+            .into_response()
     }
 }
 
 /// `true` for Go's `ParseBool` true spellings; anything else (missing, false, garbage) is
 /// false. Used where Nomad never rejects the value (`reverse`, `all`); we accept every
 /// `ParseBool` spelling (python-nomad sends `True`) where upstream only honours `true`.
-pub(crate) fn lenient_bool(raw: Option<&str>) -> bool {
-    match raw {
-        Some("") => true,
-        Some(raw) => http_kit::parse_bool(raw).unwrap_or(false),
-        None => false,
-    }
-}
+pub(crate) use http_kit::query::lenient_bool;
 
 impl QueryParams {
     /// A boolean parameter that defaults to `default` when absent; a bad value is a 400.
@@ -490,6 +485,18 @@ mod tests {
         );
         assert!(uuid_prefix(&"a".repeat(38), "alloc").is_err());
         assert!(uuid_prefix("a-b-c-d-e-f0", "alloc").is_err());
+    }
+
+    #[test]
+    fn repeated_query_parameters_read_as_their_first_value_as_nomad_does() {
+        let query = QueryParams::from_pairs(vec![
+            ("namespace".to_owned(), "a".to_owned()),
+            ("namespace".to_owned(), "b".to_owned()),
+            ("per_page".to_owned(), "2".to_owned()),
+            ("per_page".to_owned(), "x".to_owned()),
+        ]);
+        assert_eq!(query.namespace(), "a");
+        assert_eq!(query.per_page().ok(), Some(2));
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use axum::Json;
 use axum::extract::{Path, State as AxumState};
-use http_kit::{RawBody, Shutdown};
+use http_kit::RawBody;
 use serde::{Deserialize, Serialize};
 
 use super::{Authz, decode_body, ensure_enabled};
@@ -153,24 +153,16 @@ pub(crate) async fn read_policy(
     authz: Authz,
     Path(id): Path<String>,
     query: QueryParams,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<PolicyView>, Error> {
     ensure_enabled(&state)?;
     authz.require_management("acl:read")?;
     let options = query.options(&state)?;
     let storage = state.storage();
-    let range = store::policy_range(&id);
-    let (found, index) = http_kit::blocking::block(
-        storage,
-        range.clone(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let index = storage.range_revision(range.clone()).await?;
-            Ok::<_, Error>((store::policy(storage, &id).await?, index))
-        },
-    )
-    .await?;
+    let (found, index) = options
+        .read(storage, store::policy_range(&id), || {
+            store::policy(storage, &id)
+        })
+        .await?;
     let stored = found.ok_or(Error::AclNotFound)?;
     Ok(Indexed::new(index, PolicyView::full(stored)))
 }
@@ -181,24 +173,16 @@ pub(crate) async fn read_policy_by_name(
     authz: Authz,
     Path(name): Path<String>,
     query: QueryParams,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<PolicyView>, Error> {
     ensure_enabled(&state)?;
     authz.require_management("acl:read")?;
     let options = query.options(&state)?;
     let storage = state.storage();
-    let range = store::policies_range();
-    let (found, index) = http_kit::blocking::block(
-        storage,
-        range.clone(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let index = storage.range_revision(range.clone()).await?;
-            Ok::<_, Error>((store::policy_by_name(storage, &name).await?, index))
-        },
-    )
-    .await?;
+    let (found, index) = options
+        .read(storage, store::policies_range(), || {
+            store::policy_by_name(storage, &name)
+        })
+        .await?;
     let stored = found.ok_or(Error::AclNotFound)?;
     Ok(Indexed::new(index, PolicyView::full(stored)))
 }
@@ -249,24 +233,16 @@ pub(crate) async fn list_policies(
     AxumState(state): AxumState<State>,
     authz: Authz,
     query: QueryParams,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<Vec<PolicyView>>, Error> {
     ensure_enabled(&state)?;
     authz.require_management("acl:read")?;
     let options = query.options(&state)?;
     let storage = state.storage();
-    let range = store::policies_range();
-    let (policies, index) = http_kit::blocking::block(
-        storage,
-        range.clone(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let index = storage.range_revision(range.clone()).await?;
-            Ok::<_, Error>((store::policies(storage).await?, index))
-        },
-    )
-    .await?;
+    let (policies, index) = options
+        .read(storage, store::policies_range(), || {
+            store::policies(storage)
+        })
+        .await?;
     Ok(Indexed::new(
         index,
         policies.into_iter().map(PolicyView::stub).collect(),

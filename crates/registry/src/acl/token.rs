@@ -23,7 +23,7 @@
 use axum::Json;
 use axum::extract::{Path, State as AxumState};
 use http::HeaderMap;
-use http_kit::{RawBody, Shutdown};
+use http_kit::RawBody;
 use serde::{Deserialize, Serialize};
 
 use super::{Authz, decode_body, ensure_enabled, fold_keys};
@@ -275,24 +275,16 @@ pub(crate) async fn read_token(
     authz: Authz,
     Path(accessor): Path<String>,
     query: QueryParams,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<TokenView>, Error> {
     ensure_enabled(&state)?;
     authz.require_management("acl:read")?;
     let options = query.options(&state)?;
     let storage = state.storage();
-    let range = store::token_range(&accessor);
-    let (found, index) = http_kit::blocking::block(
-        storage,
-        range.clone(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let index = storage.range_revision(range.clone()).await?;
-            Ok::<_, Error>((store::token(storage, &accessor).await?, index))
-        },
-    )
-    .await?;
+    let (found, index) = options
+        .read(storage, store::token_range(&accessor), || {
+            store::token(storage, &accessor)
+        })
+        .await?;
     let stored = found.ok_or(Error::AclNotFound)?;
     Ok(Indexed::new(index, stored.into()))
 }
@@ -372,25 +364,15 @@ pub(crate) async fn list_tokens(
     AxumState(state): AxumState<State>,
     authz: Authz,
     query: QueryParams,
-    Shutdown(shutdown): Shutdown,
 ) -> Result<Indexed<Vec<TokenView>>, Error> {
     ensure_enabled(&state)?;
     authz.require_management("acl:read")?;
     let options = query.options(&state)?;
     let policy = query.get("policy").filter(|id| !id.is_empty());
     let storage = state.storage();
-    let range = store::tokens_range();
-    let (tokens, index) = http_kit::blocking::block(
-        storage,
-        range.clone(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
-            let index = storage.range_revision(range.clone()).await?;
-            Ok::<_, Error>((store::tokens(storage).await?, index))
-        },
-    )
-    .await?;
+    let (tokens, index) = options
+        .read(storage, store::tokens_range(), || store::tokens(storage))
+        .await?;
     let tokens = tokens
         .into_iter()
         .filter(|stored| {

@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::{Path, State as AxumState};
-use http_kit::Shutdown;
 use serde_json::{Map, Value, json};
 use storage::KeyRange;
 
@@ -40,20 +39,16 @@ pub(crate) async fn list_datacenters(
 pub(crate) async fn list_nodes(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
     let options = query.options(&state)?;
     let meta_filter = node_meta_filter(&query)?;
     let filter = filter_param(&query)?;
-    let ((mut nodes, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        nodes_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || read_nodes(&state, &authz, &meta_filter),
-    )
-    .await?;
+    let ((mut nodes, filtered), index) = options
+        .read(state.storage(), nodes_range(), || {
+            read_nodes(&state, &authz, &meta_filter)
+        })
+        .await?;
     apply_filter(filter.as_ref(), &mut nodes);
     Ok(Indexed::new(index, nodes).filtered(filtered))
 }
@@ -62,9 +57,8 @@ async fn read_nodes(
     state: &State,
     authz: &Authz,
     meta_filter: &[(String, String)],
-) -> Result<((Vec<Value>, bool), u64), Error> {
+) -> Result<(Vec<Value>, bool), Error> {
     let storage = state.storage();
-    let index = storage.range_revision(nodes_range()).await?;
     let nodes: Vec<Stored<NodeRecord>> = scan_records(storage, nodes_range()).await?;
     let mut filtered = false;
     let mut out = Vec::new();
@@ -77,7 +71,7 @@ async fn read_nodes(
             out.push(node_json(node));
         }
     }
-    Ok(((out, filtered), index))
+    Ok((out, filtered))
 }
 
 pub(crate) async fn read_node_unnamed() -> Error {
@@ -93,20 +87,16 @@ pub(crate) async fn list_service_instances_unnamed() -> Error {
 pub(crate) async fn read_node(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     Path(node): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Value>, Error> {
     let options = query.options(&state)?;
     let range = catalog_range();
-    let ((body, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        range,
-        &options.blocking,
-        Some(&shutdown),
-        || read_node_services(&state, &authz, &node),
-    )
-    .await?;
+    let ((body, filtered), index) = options
+        .block(state.storage(), range, || {
+            read_node_services(&state, &authz, &node)
+        })
+        .await?;
     Ok(Indexed::new(index, body).filtered(filtered))
 }
 
@@ -155,19 +145,15 @@ async fn read_node_services(
 pub(crate) async fn list_services(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     query: QueryParams,
 ) -> Result<Indexed<BTreeMap<String, Vec<String>>>, Error> {
     let options = query.options(&state)?;
     let meta_filter = node_meta_filter(&query)?;
-    let ((services, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        catalog_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || read_services(&state, &authz, &meta_filter),
-    )
-    .await?;
+    let ((services, filtered), index) = options
+        .block(state.storage(), catalog_range(), || {
+            read_services(&state, &authz, &meta_filter)
+        })
+        .await?;
     Ok(Indexed::new(index, services).filtered(filtered))
 }
 
@@ -220,7 +206,6 @@ async fn read_services(
 pub(crate) async fn list_service_instances(
     AxumState(state): AxumState<State>,
     authz: Authz,
-    Shutdown(shutdown): Shutdown,
     Path(service): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
@@ -228,12 +213,8 @@ pub(crate) async fn list_service_instances(
     let meta_filter = node_meta_filter(&query)?;
     let tags = tag_filter(&query);
     let filter = filter_param(&query)?;
-    let ((mut instances, filtered), index) = http_kit::blocking::block(
-        state.storage(),
-        catalog_range(),
-        &options.blocking,
-        Some(&shutdown),
-        || async {
+    let ((mut instances, filtered), index) = options
+        .block(state.storage(), catalog_range(), || async {
             let instances = service_instances(state.storage(), &service).await?;
             let mut filtered = false;
             let mut out = Vec::new();
@@ -251,9 +232,8 @@ pub(crate) async fn list_service_instances(
                 }
             }
             Ok::<_, Error>(((out, filtered), instances.index))
-        },
-    )
-    .await?;
+        })
+        .await?;
     apply_filter(filter.as_ref(), &mut instances);
     Ok(Indexed::new(index, instances).filtered(filtered))
 }

@@ -1,0 +1,352 @@
+//! Consul's and Nomad's query options and read answers, implemented once: [`QueryParams`] (the
+//! query string as Go's `url.Values` reads it), [`QueryError`] (why a shared option was
+//! refused, typed, so each service words it its own way), and [`Indexed`] (a read's JSON body
+//! with the index headers, under the service's header names, [`QueryHeaders`]).
+//!
+//! Where it sits: the registry (Consul) and the scheduler (Nomad) wrap [`QueryParams`] in their
+//! own extractor (their error type, their options: `dc`, `ns`, `namespace`, paging) and answer
+//! reads with [`Indexed`]; the blocking part (`index`, `wait`) is [`crate::blocking`].
+//!
+//! Invariants:
+//! - A repeated parameter reads as its FIRST value, as Go's `url.Values.Get` (which both
+//!   upstreams use) does; [`QueryParams::get_all`] gives every value.
+//! - A parameter given without a value (`?recurse`) is present, with the empty value.
+//! - An index sent is never 0 (1 instead), so clients never spin.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue};
+use serde::Serialize;
+
+use crate::blocking::BlockingParams;
+
+/// The query string as ordered `(name, value)` pairs, form-decoded (`+` is a space, as
+/// py-consul and python-nomad send it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryParams {
+    pairs: Vec<(String, String)>,
+}
+
+impl QueryParams {
+    /// Parses a raw query string (`None`: no query string at all).
+    pub fn parse(raw: Option<&str>) -> Result<QueryParams, QueryError> {
+        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or(""))
+            .map_err(|err| QueryError::Malformed(err.to_string()))?;
+        Ok(QueryParams { pairs })
+    }
+
+    /// Query parameters from decoded pairs, in order.
+    pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> QueryParams
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        QueryParams {
+            pairs: pairs
+                .into_iter()
+                .map(|(name, value)| (name.into(), value.into()))
+                .collect(),
+        }
+    }
+
+    /// The first value of `name`, if present (an empty string for a bare `?name`).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Every value of a repeated parameter, in order (`?tag=a&tag=b`).
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// Whether `name` is present at all, whatever its value (how both upstreams test flags such
+    /// as `?recurse` and `?stale`).
+    pub fn has(&self, name: &str) -> bool {
+        self.pairs.iter().any(|(key, _)| key == name)
+    }
+
+    /// `?index=` and `?wait=`, parsed by [`BlockingParams::parse`].
+    pub fn blocking(&self) -> Result<BlockingParams, QueryError> {
+        BlockingParams::parse(self.get("index"), self.get("wait"))
+    }
+
+    /// A boolean parameter read with Go's `strconv.ParseBool`; a bare `?name` is true.
+    pub fn bool(&self, name: &str) -> Result<Option<bool>, QueryError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some("") => Ok(Some(true)),
+            Some(raw) => {
+                stdx::strconv::parse_bool(raw)
+                    .map(Some)
+                    .ok_or_else(|| QueryError::InvalidBool {
+                        name: name.to_owned(),
+                        raw: raw.to_owned(),
+                    })
+            }
+        }
+    }
+
+    /// A flag that is never refused: see [`lenient_bool`].
+    pub fn lenient_bool(&self, name: &str) -> bool {
+        lenient_bool(self.get(name))
+    }
+}
+
+/// `true` for a bare flag and for Go's `ParseBool` true spellings; anything else (missing,
+/// false, garbage) is false. For the flags both upstreams never reject (`?wan`,
+/// `?replace-existing-checks`, Nomad's `?reverse` and `?all`).
+pub fn lenient_bool(raw: Option<&str>) -> bool {
+    match raw {
+        Some("") => true,
+        Some(raw) => stdx::strconv::parse_bool(raw).unwrap_or(false),
+        None => false,
+    }
+}
+
+/// Why a query option shared by Consul and Nomad was refused. The Display is a fair default
+/// message; a service matches the variant to answer in its upstream's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// The query string could not be decoded.
+    #[error("Invalid query string: {0}")]
+    Malformed(String),
+    /// `?index=` is not a non-negative integer (`raw` as given, trimmed).
+    #[error("invalid index {raw:?}: must be a non-negative integer")]
+    InvalidIndex { raw: String },
+    /// `?wait=` is neither a Go duration nor a number of seconds (`raw` as given, trimmed).
+    #[error("{}", wait_message(.raw, .cause.as_ref()))]
+    InvalidWait {
+        raw: String,
+        /// Why the Go duration was refused; `None` for a bare number that is not one.
+        cause: Option<stdx::duration::DurationError>,
+    },
+    /// A boolean parameter is not one of Go's `ParseBool` spellings.
+    #[error("invalid value for {name:?}: {raw:?} is not a boolean")]
+    InvalidBool { name: String, raw: String },
+}
+
+/// `invalid wait "5x": unknown unit "x"`: the duration error, said of the wait.
+fn wait_message(raw: &str, cause: Option<&stdx::duration::DurationError>) -> String {
+    match cause {
+        // `DurationError` reads `invalid duration "<raw>": <reason>`.
+        Some(cause) => cause.to_string().replacen("duration", "wait", 1),
+        None => format!("invalid wait {raw:?}"),
+    }
+}
+
+/// The names a service gives the headers of a read's answer (Consul's `X-Consul-Index`, ...),
+/// each in lowercase.
+pub trait QueryHeaders: 'static {
+    /// The index of what the read saw (`X-Consul-Index`).
+    const INDEX: &'static str;
+    /// Whether the cluster has a leader (`X-Consul-KnownLeader`): always `true` here.
+    const KNOWN_LEADER: &'static str;
+    /// How stale the answering server is, in ms (`X-Consul-LastContact`): always `0` here.
+    const LAST_CONTACT: &'static str;
+    /// Set to `true` when ACLs dropped entries from the answer, where the API has it.
+    const RESULTS_FILTERED: Option<&'static str>;
+    /// Where the next page starts (`X-Nomad-NextToken`), where the API pages its lists.
+    const NEXT_TOKEN: Option<&'static str>;
+}
+
+/// A read's answer: the body as JSON with the index headers under `H`'s names.
+///
+/// Headers are written in this order: index, results-filtered (when set), known leader, last
+/// contact, next token (when set).
+pub struct Indexed<T, H> {
+    pub index: u64,
+    pub body: T,
+    /// ACLs dropped entries from `body`.
+    pub filtered: bool,
+    /// The token of the first entry left out of a page.
+    pub next_token: Option<String>,
+    headers: PhantomData<fn() -> H>,
+}
+
+impl<T, H> Indexed<T, H> {
+    pub fn new(index: u64, body: T) -> Indexed<T, H> {
+        Indexed {
+            index,
+            body,
+            filtered: false,
+            next_token: None,
+            headers: PhantomData,
+        }
+    }
+
+    /// Says whether ACLs dropped entries from the body.
+    pub fn filtered(mut self, filtered: bool) -> Indexed<T, H> {
+        self.filtered = filtered;
+        self
+    }
+
+    /// Says where the next page starts, if a page was cut.
+    pub fn next_token(mut self, next_token: Option<String>) -> Indexed<T, H> {
+        self.next_token = next_token;
+        self
+    }
+}
+
+impl<T: fmt::Debug, H> fmt::Debug for Indexed<T, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Indexed")
+            .field("index", &self.index)
+            .field("body", &self.body)
+            .field("filtered", &self.filtered)
+            .field("next_token", &self.next_token)
+            .finish()
+    }
+}
+
+impl<T: Serialize, H: QueryHeaders> IntoResponse for Indexed<T, H> {
+    fn into_response(self) -> Response {
+        let mut response = Json(self.body).into_response();
+        let headers = response.headers_mut();
+        set_index::<H>(headers, self.index);
+        if self.filtered
+            && let Some(name) = H::RESULTS_FILTERED
+        {
+            headers.insert(name, HeaderValue::from_static("true"));
+        }
+        set_leader::<H>(headers);
+        if let Some(token) = self.next_token
+            && let Some(name) = H::NEXT_TOKEN
+            && let Ok(value) = HeaderValue::from_str(&token)
+        {
+            headers.insert(name, value);
+        }
+        response
+    }
+}
+
+/// Sets the index header (never 0: 1 instead).
+pub fn set_index<H: QueryHeaders>(headers: &mut HeaderMap, index: u64) {
+    headers.insert(H::INDEX, HeaderValue::from(index.max(1)));
+}
+
+/// Sets the known-leader (`true`) and last-contact (`0`) headers: one server, always the
+/// leader as far as clients can tell.
+pub fn set_leader<H: QueryHeaders>(headers: &mut HeaderMap) {
+    headers.insert(H::KNOWN_LEADER, HeaderValue::from_static("true"));
+    headers.insert(H::LAST_CONTACT, HeaderValue::from_static("0"));
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    struct Test;
+
+    impl QueryHeaders for Test {
+        const INDEX: &'static str = "x-test-index";
+        const KNOWN_LEADER: &'static str = "x-test-knownleader";
+        const LAST_CONTACT: &'static str = "x-test-lastcontact";
+        const RESULTS_FILTERED: Option<&'static str> = Some("x-test-filtered");
+        const NEXT_TOKEN: Option<&'static str> = Some("x-test-nexttoken");
+    }
+
+    fn query(raw: &str) -> QueryParams {
+        QueryParams::parse(Some(raw)).unwrap()
+    }
+
+    #[test]
+    fn repeated_parameters_read_as_their_first_value_as_go_does() {
+        let query = query("index=7&tag=a&index=9&tag=b");
+        assert_eq!(query.get("index"), Some("7"));
+        assert_eq!(query.get_all("tag").collect::<Vec<_>>(), vec!["a", "b"]);
+        assert_eq!(query.blocking().map(|params| params.index), Ok(7));
+    }
+
+    #[test]
+    fn bare_parameters_are_present_and_empty() {
+        let query = query("recurse&keys=&name=a+b");
+        assert!(query.has("recurse"));
+        assert_eq!(query.get("recurse"), Some(""));
+        assert_eq!(query.get("keys"), Some(""));
+        assert_eq!(query.get("name"), Some("a b"));
+        assert!(!query.has("raw"));
+        assert_eq!(QueryParams::parse(None), Ok(QueryParams::default()));
+    }
+
+    #[test]
+    fn bool_reads_go_spellings_and_names_a_bad_one() {
+        let query = query("a&b=True&c=0&d=yes");
+        assert_eq!(query.bool("a"), Ok(Some(true)));
+        assert_eq!(query.bool("b"), Ok(Some(true)));
+        assert_eq!(query.bool("c"), Ok(Some(false)));
+        assert_eq!(query.bool("missing"), Ok(None));
+        assert_eq!(
+            query.bool("d"),
+            Err(QueryError::InvalidBool {
+                name: "d".to_owned(),
+                raw: "yes".to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn lenient_bool_accepts_go_spellings_and_ignores_garbage() {
+        let query = query("a&b=1&c=yes&d=false");
+        assert!(query.lenient_bool("a"));
+        assert!(query.lenient_bool("b"));
+        assert!(!query.lenient_bool("c"));
+        assert!(!query.lenient_bool("d"));
+        assert!(!query.lenient_bool("missing"));
+    }
+
+    #[test]
+    fn blocking_errors_are_typed_and_worded() {
+        let index = query("index=x").blocking().unwrap_err();
+        assert!(matches!(&index, QueryError::InvalidIndex { raw } if raw == "x"));
+        assert_eq!(
+            index.to_string(),
+            r#"invalid index "x": must be a non-negative integer"#
+        );
+        let wait = query("index=1&wait=5x").blocking().unwrap_err();
+        assert!(matches!(&wait, QueryError::InvalidWait { raw, cause: Some(_) } if raw == "5x"));
+        assert_eq!(wait.to_string(), r#"invalid wait "5x": unknown unit "x""#);
+        let bare = query("wait=1.2.3").blocking().unwrap_err();
+        assert!(matches!(&bare, QueryError::InvalidWait { cause: None, .. }));
+        assert_eq!(bare.to_string(), r#"invalid wait "1.2.3""#);
+        assert_eq!(
+            query("wait=90").blocking().map(|params| params.wait),
+            Ok(Duration::from_secs(90))
+        );
+    }
+
+    #[test]
+    fn indexed_answers_carry_the_headers_in_order() {
+        let answer = Indexed::<_, Test>::new(0, vec![1])
+            .filtered(true)
+            .next_token(Some("7.x".to_owned()))
+            .into_response();
+        let names: Vec<&str> = answer.headers().keys().map(|name| name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "content-type",
+                "x-test-index",
+                "x-test-filtered",
+                "x-test-knownleader",
+                "x-test-lastcontact",
+                "x-test-nexttoken"
+            ]
+        );
+        assert_eq!(answer.headers()["x-test-index"], "1");
+        let plain = Indexed::<_, Test>::new(5, ()).into_response();
+        assert_eq!(plain.headers()["x-test-index"], "5");
+        assert!(!plain.headers().contains_key("x-test-filtered"));
+        assert!(!plain.headers().contains_key("x-test-nexttoken"));
+    }
+}
