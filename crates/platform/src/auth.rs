@@ -101,7 +101,7 @@ impl Caller {
             return Ok(None);
         };
         let token = token.record;
-        if token.expired_at_ms.is_some_and(|at| at <= ids::now_ms()) {
+        if token.expired_at_ms.is_some_and(|at| at <= state.now_ms()) {
             return Ok(None);
         }
         let subject = match &token.owner {

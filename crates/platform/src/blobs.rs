@@ -346,7 +346,7 @@ impl BlobStore {
             loop {
                 let n = file.read(&mut buffer).map_err(BlobError::file(&path))?;
                 if n == 0 {
-                    return Ok(hex(context.finish().as_ref()));
+                    return Ok(stdx::hex::encode(context.finish().as_ref()));
                 }
                 context.update(&buffer[..n]);
             }
@@ -564,16 +564,6 @@ impl crate::State {
     pub(crate) fn blobs(&self) -> &BlobStore {
         &self.inner.blobs
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut out, byte| {
-            let _ = write!(out, "{byte:02x}");
-            out
-        })
 }
 
 #[cfg(test)]

@@ -58,7 +58,7 @@ async fn create_admin(state: &State) -> Result<String, Error> {
         username: Some(ADMIN_USERNAME.to_owned()),
         email: ADMIN_EMAIL.to_owned(),
         is_admin: true,
-        created_at_ms: ids::now_ms(),
+        created_at_ms: state.now_ms(),
     };
     let marker = BootstrapRecord {
         version: RECORD_VERSION,
@@ -98,7 +98,7 @@ async fn issue(
             user_id: admin_id.to_owned(),
         },
         description: Some(description.to_owned()),
-        created_at_ms: ids::now_ms(),
+        created_at_ms: state.now_ms(),
         expired_at_ms: None,
         created_by: None,
     };

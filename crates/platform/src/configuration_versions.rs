@@ -143,7 +143,7 @@ pub(crate) async fn create_configuration_version(
         error_message: None,
         upload: None,
         created_by: caller.user().map(|user| user.id.clone()),
-        created_at_ms: ids::now_ms(),
+        created_at_ms: state.now_ms(),
     };
     let (mut compares, ops) = create_cv_ops(&cv)?;
     // The workspace must still exist when the version is written.
@@ -160,7 +160,7 @@ pub(crate) async fn create_configuration_version(
     let path = signer.sign(
         Access::Upload,
         &upload_object(&cv.id),
-        signed_url::now_unix() + signed_url::UPLOAD_TTL_SECS,
+        state.now_secs() + signed_url::UPLOAD_TTL_SECS,
     );
     let resource =
         cv_resource(&cv).attribute("upload-url", signed_url::absolute_url(&headers, &path));
@@ -262,7 +262,7 @@ pub(crate) async fn archive_configuration_version(
         archived.status = CvStatus::Archived;
         archived
             .status_timestamps
-            .insert("archived-at".to_owned(), ids::now_ms());
+            .insert("archived-at".to_owned(), state.now_ms());
         if let Some(upload) = &mut archived.upload {
             upload.blob_key = None;
         }
@@ -364,7 +364,7 @@ async fn redirect_to_archive(
     let path = signer.sign(
         Access::Download,
         &download_object(&cv.id),
-        signed_url::now_unix() + signed_url::DOWNLOAD_TTL_SECS,
+        state.now_secs() + signed_url::DOWNLOAD_TTL_SECS,
     );
     let location = signed_url::absolute_url(headers, &path);
     Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())

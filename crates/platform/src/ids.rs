@@ -2,7 +2,10 @@
 //!
 //! Where it sits: every family that creates a resource calls [`new_id`] with its prefix; token
 //! issuing calls [`new_token_secret`] and stores only [`hash_secret`] of it; records keep times
-//! as Unix milliseconds ([`now_ms`]) and views render them with [`format_time`].
+//! as Unix milliseconds (from the state's clock, `State::now_ms`), views render them with
+//! [`format_time`] and `expired-at` is read with [`parse_time`]. The calendar arithmetic and
+//! the RFC 3339 rendering are `stdx::time`'s; the lenient grammar [`parse_time`] accepts is
+//! this API's own.
 //!
 //! Invariants:
 //! - An id is `<prefix>-<16 base58 characters>` (TFE's and OTF's shape), drawn from the OS
@@ -12,8 +15,6 @@
 //! - A token secret is `<14 alphanumerics>.atlasv1.<64 alphanumerics>` (the shape secret
 //!   scanners know); it is never stored, only its SHA-256 in lowercase hex.
 //! - Timestamps render as ISO 8601 UTC with milliseconds: `2023-08-23T22:34:24.561Z`.
-
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::digest;
 use rand::Rng;
@@ -48,14 +49,7 @@ pub(crate) fn new_token_secret() -> String {
 
 /// The lookup key of a secret: SHA-256, lowercase hex.
 pub(crate) fn hash_secret(secret: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = digest::digest(&digest::SHA256, secret.as_bytes());
-    let mut out = String::with_capacity(64);
-    for byte in digest.as_ref() {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
-    out
+    stdx::hex::encode(digest::digest(&digest::SHA256, secret.as_bytes()).as_ref())
 }
 
 /// Compares two hashes without an early exit.
@@ -67,30 +61,16 @@ pub(crate) fn hashes_equal(a: &str, b: &str) -> bool {
             == 0
 }
 
-/// Now, in Unix milliseconds.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub(crate) fn format_time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    stdx::time::format_rfc3339_millis(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// Parses an ISO 8601 UTC time (`2024-01-02T03:04:05Z`, optional fraction, `Z` or `+00:00`)
-/// to Unix milliseconds; `None` for anything else.
+/// to Unix milliseconds; `None` for anything else, a time before 1970 or one past the range.
+/// Lenient where RFC 3339 is strict, as it always was here: fields of any width, a day up to
+/// 31 in any month (rolling over), a leap second, a fraction of any length (read to the
+/// millisecond).
 pub(crate) fn parse_time(raw: &str) -> Option<u64> {
     let raw = raw.trim();
     let body = raw
@@ -116,35 +96,16 @@ pub(crate) fn parse_time(raw: &str) -> Option<u64> {
         return None;
     }
     let millis: u64 = format!("{fraction:0<3}")[..3].parse().ok()?;
-    let days = days_from_civil(year, month, day);
-    let secs = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(secs * 1000 + millis)
-}
-
-/// (year, month, day) to days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let month = i64::from(month);
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    // Past this year the milliseconds overflow `u64` anyway; stopping here keeps the calendar
+    // arithmetic in range.
+    if year > 1_000_000_000 {
+        return None;
+    }
+    let days = u64::try_from(stdx::time::days_from_civil(year, month, day)).ok()?;
+    let secs = days
+        .checked_mul(86_400)?
+        .checked_add(hour * 3600 + minute * 60 + second)?;
+    secs.checked_mul(1000)?.checked_add(millis)
 }
 
 #[cfg(test)]
@@ -201,5 +162,20 @@ mod tests {
         assert_eq!(parse_time("2023-08-23"), None);
         assert_eq!(parse_time("2023-13-01T00:00:00Z"), None);
         assert_eq!(parse_time("tomorrow"), None);
+    }
+
+    #[test]
+    fn parse_time_keeps_its_lenient_grammar() {
+        assert_eq!(parse_time("2023-8-3T1:2:3Z"), Some(1_691_024_523_000));
+        assert_eq!(parse_time("2023-02-31T00:00:00Z"), Some(1_677_801_600_000));
+        assert_eq!(parse_time("2023-08-23T22:34:60Z"), Some(1_692_830_100_000));
+        assert_eq!(
+            parse_time(" 2023-08-23T22:34:24.5612Z "),
+            Some(1_692_830_064_561)
+        );
+        assert_eq!(parse_time("2023-08-23t22:34:24Z"), None);
+        assert_eq!(parse_time("2023-08-23T22:34:24+02:00"), None);
+        assert_eq!(parse_time("1969-12-31T23:59:59Z"), None);
+        assert_eq!(parse_time("99999999999-01-01T00:00:00Z"), None);
     }
 }

@@ -146,7 +146,7 @@ pub(crate) async fn accept_membership(
                         user_id: accepted_user.id.clone(),
                     },
                     description: Some("created when accepting an invitation".to_owned()),
-                    created_at_ms: ids::now_ms(),
+                    created_at_ms: state.now_ms(),
                     expired_at_ms: None,
                     created_by: Some(accepted_user.id.clone()),
                 };

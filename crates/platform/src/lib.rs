@@ -61,6 +61,7 @@ mod workspaces;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use stdx::clock::{SharedClock, SystemClock};
 use storage::Storage;
 
 pub use bootstrap::{ADMIN_EMAIL, ADMIN_USERNAME};
@@ -137,6 +138,8 @@ struct Inner {
     signer: tokio::sync::OnceCell<signed_url::Signer>,
     /// The live rate-limit settings and buckets (`rate_limit.rs`).
     rate_limiter: rate_limit::RateLimiter,
+    /// Every wall-clock reading: record times, token expiry, signed URL expiry.
+    clock: SharedClock,
 }
 
 /// What [`State::open`] returns.
@@ -153,6 +156,16 @@ impl State {
     /// root token, makes it a token of [`ADMIN_USERNAME`]; without one, on the store's first
     /// start, issues a token for that user and returns it in [`Opened::bootstrap_token`].
     pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<Opened, Error> {
+        State::open_with_clock(storage, config, Arc::new(SystemClock)).await
+    }
+
+    /// [`State::open`] with `clock` as the time of every record, token expiry and signed URL
+    /// (tests pass a `stdx::clock::ManualClock`).
+    pub async fn open_with_clock(
+        storage: Arc<dyn Storage>,
+        config: Config,
+        clock: SharedClock,
+    ) -> Result<Opened, Error> {
         let state = State {
             inner: Arc::new(Inner {
                 blobs: blobs::BlobStore::new(
@@ -168,6 +181,7 @@ impl State {
                 ),
                 storage,
                 config,
+                clock,
             }),
         };
         let bootstrap_token = bootstrap::bootstrap(&state).await?;
@@ -187,6 +201,16 @@ impl State {
 
     pub(crate) fn rate_limiter(&self) -> &rate_limit::RateLimiter {
         &self.inner.rate_limiter
+    }
+
+    /// Now, in Unix milliseconds (0 before the epoch), as records store times.
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.inner.clock.now_ms()).unwrap_or(0)
+    }
+
+    /// Now, in whole Unix seconds, as signed URLs carry their expiry.
+    pub(crate) fn now_secs(&self) -> u64 {
+        self.now_ms() / 1000
     }
 
     /// The effective API rate limit, in requests per second per caller.

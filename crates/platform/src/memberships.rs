@@ -205,7 +205,7 @@ pub(crate) async fn create_membership(
                     username: None,
                     email: email.clone(),
                     is_admin: false,
-                    created_at_ms: ids::now_ms(),
+                    created_at_ms: state.now_ms(),
                 };
                 let (compares, ops) = create_user_ops(&user)?;
                 txn.compares.extend(compares);
@@ -221,7 +221,7 @@ pub(crate) async fn create_membership(
             status: MembershipStatus::Invited,
             email: user.email.clone(),
             username: user.username.clone(),
-            created_at_ms: ids::now_ms(),
+            created_at_ms: state.now_ms(),
             seq: next_seq(),
             team_ids: Vec::new(),
             invitation_hash: Some(ids::hash_secret(&invitation)),

@@ -36,7 +36,7 @@ use crate::archive::{self, ArchiveError};
 use crate::blobs::{BlobError, Block};
 use crate::configuration_versions::{download_object, upload_object};
 use crate::run_queue::{RunOptions, queue_run};
-use crate::signed_url::{self, Access};
+use crate::signed_url::Access;
 use crate::store::configuration_versions::{
     ConfigurationVersionRecord, CvStatus, UploadRecord, blob_prefix, cv_key, load_cv,
 };
@@ -63,7 +63,7 @@ pub(crate) async fn upload_configuration_archive(
             Access::Upload,
             &upload_object(&id),
             &signature,
-            signed_url::now_unix(),
+            state.now_secs(),
         )
         .map_err(|_| Error::NotFound)?;
     let cv = load_cv(state.storage(), &id)
@@ -86,7 +86,7 @@ pub(crate) async fn upload_configuration_archive(
         return Err(Error::ArchiveTooLarge { limit });
     }
 
-    let started_at = ids::now_ms();
+    let started_at = state.now_ms();
     let blob_key = format!("{}/{}.tar.gz", blob_prefix(&id), ids::new_id("upload"));
     // The archive check reads the same blocks on a blocking thread while they are written,
     // so checking overlaps storing instead of following it.
@@ -270,7 +270,7 @@ async fn record_upload(
         let workspace = load_workspace(state.storage(), &cv.record.workspace_id)
             .await?
             .ok_or(Error::NotFound)?;
-        let finished_at = ids::now_ms();
+        let finished_at = state.now_ms();
         let mut next = cv.record.clone();
         next.status_timestamps
             .insert("started-at".to_owned(), started_at);
@@ -292,8 +292,13 @@ async fn record_upload(
                     workspace_after.current_configuration_version_id = Some(id.to_owned());
                 }
                 if next.auto_queue_runs {
-                    let (_, ops) =
-                        queue_run(&mut workspace_after, &next, RunOptions::auto_queued(), None)?;
+                    let (_, ops) = queue_run(
+                        &mut workspace_after,
+                        &next,
+                        RunOptions::auto_queued(),
+                        None,
+                        state.now_ms(),
+                    )?;
                     run_ops = ops;
                 }
             }
@@ -372,7 +377,7 @@ pub(crate) async fn download_configuration_archive(
             Access::Download,
             &download_object(id),
             &signature,
-            signed_url::now_unix(),
+            state.now_secs(),
         )
         .map_err(|_| Error::NotFound)?;
     let cv = load_cv(state.storage(), id).await?.ok_or(Error::NotFound)?;

@@ -124,7 +124,7 @@ pub(crate) async fn create_organization(
         external_id: ids::new_id("org"),
         email,
         owners_team_id: ids::new_id("team"),
-        created_at_ms: ids::now_ms(),
+        created_at_ms: state.now_ms(),
         session_timeout: None,
         session_remember: None,
         collaborator_auth_policy: "password".to_owned(),

@@ -69,8 +69,8 @@ pub(crate) fn queue_run(
     cv: &ConfigurationVersionRecord,
     options: RunOptions,
     created_by: Option<String>,
+    now: u64,
 ) -> Result<(RunRecord, Vec<Op>), Error> {
-    let now = ids::now_ms();
     let plan_only = options.plan_only || cv.speculative;
     let status = run_state::initial_status(
         plan_only,
@@ -159,7 +159,7 @@ pub(crate) async fn promote_ops(
         return Ok(Vec::new());
     };
     let mut run = active.swap_remove(index);
-    enter(&mut run, RunStatus::PlanQueued, ids::now_ms());
+    enter(&mut run, RunStatus::PlanQueued, state.now_ms());
     workspace.active_run_id = Some(run.id.clone());
     workspace.current_run_id = Some(run.id.clone());
     save_run_ops(&run)

@@ -39,7 +39,7 @@ use crate::views::configuration_versions::cv_resource;
 use crate::views::runs::run_resource;
 use crate::views::users::user_resource;
 use crate::views::workspaces::workspace_resource;
-use crate::{Error, State, ids};
+use crate::{Error, State};
 
 /// `include` names of a run; those not rendered are accepted and ignored.
 const INCLUDES: &[&str] = &[
@@ -219,7 +219,13 @@ pub(crate) async fn create_run(
         }
         let mut after = workspace.record.clone();
         let created_by = caller.user().map(|user| user.id.clone());
-        let (run, ops) = queue_run(&mut after, &cv.record, options.clone(), created_by)?;
+        let (run, ops) = queue_run(
+            &mut after,
+            &cv.record,
+            options.clone(),
+            created_by,
+            state.now_ms(),
+        )?;
         after.updated_at_ms = run.created_at_ms;
         let mut txn = Txn::new()
             .when(Compare::ModRevision(
@@ -391,7 +397,7 @@ async fn act(
             .ok_or(Error::NotFound)?;
         let next = run_state::transition(run.record.status, action)
             .map_err(|refused| Error::TransitionNotAllowed(refused.detail.to_owned()))?;
-        let now = ids::now_ms();
+        let now = state.now_ms();
         let mut changed = run.record.clone();
         enter(&mut changed, next, now);
         let mut after = workspace.record.clone();

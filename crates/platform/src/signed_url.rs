@@ -144,13 +144,6 @@ fn message(access: Access, object: &str, expires_at: u64) -> String {
     format!("{}\n{object}\n{expires_at}", access.method())
 }
 
-/// The current Unix time in seconds.
-pub(crate) fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
-}
-
 /// `path` made absolute from the request's `Host` (Terraform needs an absolute upload URL),
 /// with the scheme from `X-Forwarded-Proto` when a proxy set it, else `http`.
 pub(crate) fn absolute_url(headers: &HeaderMap, path: &str) -> String {

@@ -221,7 +221,7 @@ pub(crate) async fn create_team(
         organization_access: read_organization_access(&body, OrganizationAccess::default())?,
         sso_team_id: body.string("sso-team-id")?,
         allow_member_token_management: body.bool("allow-member-token-management")?.unwrap_or(true),
-        created_at_ms: ids::now_ms(),
+        created_at_ms: state.now_ms(),
     };
     let txn = Txn::new()
         .when(Compare::ModRevision(

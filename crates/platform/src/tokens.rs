@@ -45,6 +45,7 @@ fn new_token(
     owner: TokenOwner,
     caller: &Caller,
     secret: &str,
+    now_ms: u64,
 ) -> Result<TokenRecord, Error> {
     // `{}` (no `data`) is as good as no body: pytfe and go-tfe send either.
     let (description, expired_at_ms) = match body.filter(|body| body.has_data()) {
@@ -60,7 +61,7 @@ fn new_token(
                             "expired-at must be an ISO 8601 UTC time",
                         )
                     })?;
-                    if at <= ids::now_ms() {
+                    if at <= now_ms {
                         return Err(Error::invalid_attribute(
                             "expired-at",
                             "expired-at must be in the future",
@@ -78,7 +79,7 @@ fn new_token(
         hash: ids::hash_secret(secret),
         owner,
         description,
-        created_at_ms: ids::now_ms(),
+        created_at_ms: now_ms,
         expired_at_ms,
         created_by: caller.user().map(|user| user.id.clone()),
     })
@@ -127,6 +128,7 @@ pub(crate) async fn create_user_token(
         },
         &caller,
         &secret,
+        state.now_ms(),
     )?;
     let mut txn = Txn::new().when(Compare::Exists(crate::store::users::user_key(&user_id)));
     txn.success.extend(save_token_ops(&token)?);
@@ -220,7 +222,7 @@ pub(crate) async fn create_team_token(
         team_id: team.id.clone(),
         organization: team.organization.clone(),
     };
-    let token = new_token(body.as_ref(), owner, &caller, &secret)?;
+    let token = new_token(body.as_ref(), owner, &caller, &secret, state.now_ms())?;
     let mut txn = Txn::new().when(Compare::Exists(team_key(&team.id)));
     if let Some(old) = load_indexed_token(state.storage(), &team_token_key(&team.id)).await? {
         txn.success.extend(remove_token_ops(&old.record));
@@ -282,7 +284,7 @@ pub(crate) async fn create_organization_token(
     let owner = TokenOwner::Organization {
         organization: name.clone(),
     };
-    let token = new_token(body.as_ref(), owner, &caller, &secret)?;
+    let token = new_token(body.as_ref(), owner, &caller, &secret, state.now_ms())?;
     let mut txn = Txn::new().when(Compare::ModRevision(
         organization_key(&name),
         access.revision,

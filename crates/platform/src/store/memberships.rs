@@ -30,7 +30,6 @@
 //!   (`membership-ids/`, `user-memberships/`) carry it, so a lookup by id is two point reads.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -172,9 +171,7 @@ static LAST_SEQ: AtomicU64 = AtomicU64::new(0);
 /// clock across restarts. (A wall clock stepped back across a restart could place new
 /// memberships before older ones; the key's `Missing` compare keeps positions unique.)
 pub(crate) fn next_seq() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let now = u64::try_from(stdx::time::unix_now_nanos() / 1000).unwrap_or(0);
     let previous = LAST_SEQ
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
             Some(now.max(last.saturating_add(1)))

@@ -61,7 +61,7 @@ pub(crate) async fn list_workspaces(
         .filter(|(name, _)| {
             wildcard
                 .as_ref()
-                .is_none_or(|pattern| wildcard_match(pattern, name))
+                .is_none_or(|pattern| stdx::glob::matches(pattern, name))
         })
         .map(|(_, id)| id)
         .collect();
@@ -93,29 +93,6 @@ pub(crate) async fn list_workspaces(
     Ok(JsonApi::ok(document))
 }
 
-/// `*` matches any run of characters; everything else matches itself.
-fn wildcard_match(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first)
-        || !name[first.len()..].ends_with(last)
-        || name.len() < first.len() + last.len()
-    {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
 /// `POST /api/v2/organizations/:name/workspaces`: 201; 422 for a bad or taken name or a bad
 /// attribute; 404 without `manage-workspaces`.
 pub(crate) async fn create_workspace(
@@ -138,7 +115,7 @@ pub(crate) async fn create_workspace(
         );
     }
     apply_settings(&body, &mut settings)?;
-    let now = ids::now_ms();
+    let now = state.now_ms();
     let workspace = WorkspaceRecord {
         version: RECORD_VERSION,
         id: ids::new_id("ws"),
@@ -241,7 +218,7 @@ async fn update(
         let mut settings: Map<String, Value> = after.settings.into_iter().collect();
         apply_settings(body, &mut settings)?;
         after.settings = settings.into_iter().collect();
-        after.updated_at_ms = ids::now_ms();
+        after.updated_at_ms = state.now_ms();
         let (compares, ops) = update_workspace_ops(&before, &after)?;
         let txn = Txn {
             compares,
@@ -510,7 +487,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wildcard_match_handles_prefix_suffix_and_middle() {
+    fn wildcard_search_matches_prefix_suffix_and_middle() {
+        // `search[wildcard-name]`: `*` matches any run of characters (stdx::glob).
+        let wildcard_match = stdx::glob::matches;
         assert!(wildcard_match("prod-*", "prod-web"));
         assert!(wildcard_match("*-web", "prod-web"));
         assert!(wildcard_match("*od*we*", "prod-web"));

@@ -19,7 +19,7 @@ use crate::run_queue::promote_ops;
 use crate::store::workspaces::{LockHolder, LockRecord, load_workspace, update_workspace_ops};
 use crate::store::{MAX_ATTEMPTS, commit};
 use crate::views::workspaces::workspace_resource;
-use crate::{Error, State, ids};
+use crate::{Error, State};
 
 /// Who the caller is, as a lock holder.
 fn holder(caller: &Caller) -> LockHolder {
@@ -112,7 +112,7 @@ async fn change_lock(
                 after.lock = Some(LockRecord {
                     holder: me.clone(),
                     reason: reason.clone(),
-                    locked_at_ms: ids::now_ms(),
+                    locked_at_ms: state.now_ms(),
                 });
             }
             (LockAction::Unlock | LockAction::ForceUnlock, None) => {
@@ -128,7 +128,7 @@ async fn change_lock(
             }
             (LockAction::Unlock | LockAction::ForceUnlock, Some(_)) => after.lock = None,
         }
-        after.updated_at_ms = ids::now_ms();
+        after.updated_at_ms = state.now_ms();
         // Unlocking may let the oldest pending run start.
         let run_ops = if after.lock.is_none() {
             promote_ops(state, &mut after, None).await?
