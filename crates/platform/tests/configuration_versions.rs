@@ -497,7 +497,8 @@ async fn run_download_redirects_to_the_runs_archive() {
 
 #[tokio::test]
 async fn list_is_newest_first_and_paged() {
-    let platform = TestPlatform::new().await;
+    // The clock stands still: all three versions are created in one millisecond.
+    let platform = TestPlatform::with_clock(&testkit::ManualClock::at_system_time()).await;
     let ws = acme_web(&platform).await;
     let mut ids = Vec::new();
     for _ in 0..3 {
@@ -506,7 +507,6 @@ async fn list_is_newest_first_and_paged() {
                 .await
                 .0,
         );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let page = platform
         .get(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use platform::{ADMIN_USERNAME, Config, State};
 use serde_json::json;
-use storage::{MemStorage, Storage};
+use storage::Storage;
 use support::{ROOT, TestPlatform};
 
 #[tokio::test]
@@ -37,7 +37,7 @@ async fn dev_root_token_is_the_site_administrators_user_token() {
 
 #[tokio::test]
 async fn server_first_start_issues_a_bootstrap_token_once() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let storage: Arc<dyn Storage> = testkit::mem_storage();
     let first = State::open(Arc::clone(&storage), Config::default())
         .await
         .unwrap();
@@ -56,13 +56,13 @@ async fn server_first_start_issues_a_bootstrap_token_once() {
         .header("authorization", format!("Bearer {token}"))
         .body(axum::body::Body::empty())
         .unwrap();
-    let response = tower::ServiceExt::oneshot(router, request).await.unwrap();
-    assert_eq!(response.status(), 200);
+    let response = testkit::call(&router, request).await;
+    assert_eq!(response.status, 200);
 }
 
 #[tokio::test]
 async fn dev_start_over_a_kept_store_accepts_a_new_root_token() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let storage: Arc<dyn Storage> = testkit::mem_storage();
     for root in ["first-root", "second-root"] {
         let config = Config {
             dev_root_token: Some(root.to_owned()),
@@ -80,10 +80,8 @@ async fn dev_start_over_a_kept_store_accepts_a_new_root_token() {
             .header("authorization", format!("Bearer {root}"))
             .body(axum::body::Body::empty())
             .unwrap();
-        let response = tower::ServiceExt::oneshot(router.clone(), request)
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200, "{root}");
+        let response = testkit::call(&router, request).await;
+        assert_eq!(response.status, 200, "{root}");
     }
 }
 

@@ -105,7 +105,9 @@ async fn create_run_uses_the_current_version_and_answers_201() {
 
 #[tokio::test]
 async fn second_run_waits_pending_until_the_first_ends() {
-    let platform = TestPlatform::new().await;
+    // The clock stands still: both runs are created in one millisecond, and still list in
+    // creation order.
+    let platform = TestPlatform::with_clock(&testkit::ManualClock::at_system_time()).await;
     let ws = acme_web(&platform).await;
     uploaded_cv(&platform, &ws).await;
     let first = create_run(&platform, &ws, json!({})).await.expect(201);

@@ -5,6 +5,7 @@ mod support;
 
 use serde_json::json;
 use support::{ROOT, TestPlatform};
+use testkit::{Clock, ManualClock};
 
 async fn admin_id(platform: &TestPlatform) -> String {
     let me = platform
@@ -310,21 +311,12 @@ async fn team_token_management_by_members_follows_allow_member_token_management(
 
 #[tokio::test]
 async fn expired_user_token_is_401() {
-    let platform = TestPlatform::new().await;
+    let clock = ManualClock::at_system_time();
+    let platform = TestPlatform::with_clock(&clock).await;
     let id = admin_id(&platform).await;
-    // Expires one to two seconds from now (whole seconds), so at most ~3 s of waiting.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
-    let expires = now.as_secs() + 2;
-    let (days, rem) = (expires / 86_400, expires % 86_400);
-    let date = civil(days);
-    let at = format!(
-        "{date}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    );
+    // Expires one to two seconds from now (whole seconds); the clock then moves past it.
+    let expires = clock.now_ms().div_euclid(1000) + 2;
+    let at = stdx::time::format_rfc3339_secs(expires);
     let body = json!({"data": {"type": "authentication-tokens", "attributes": {"expired-at": at}}});
     let created = platform
         .post(
@@ -335,26 +327,13 @@ async fn expired_user_token_is_401() {
         .await
         .expect(201);
     let secret = secret_of(&created);
-    tokio::time::sleep(std::time::Duration::from_millis(
-        3100 - u64::from(now.subsec_millis()),
-    ))
-    .await;
+    platform
+        .get("/api/v2/account/details", &secret)
+        .await
+        .expect(200);
+    clock.advance(std::time::Duration::from_secs(3));
     platform
         .get("/api/v2/account/details", &secret)
         .await
         .expect(401);
-}
-
-/// Days since 1970-01-01 as `YYYY-MM-DD`.
-fn civil(days: u64) -> String {
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }

@@ -1,7 +1,9 @@
-//! Shared helpers for the platform's API tests: a [`TestPlatform`] over `MemStorage` (and a
-//! temporary blob directory), driving `platform::router` in-process (no socket), with request
-//! helpers that send JSON:API headers, and fixtures (organizations, invited and accepted
-//! users with their tokens).
+//! Shared helpers for the platform's API tests: a [`TestPlatform`] over `testkit`'s memory
+//! store (and a temporary blob directory), driving `platform::router` in-process through
+//! `testkit::call` (no socket), on the system clock or a `testkit::ManualClock`; request
+//! helpers that send JSON:API headers, and fixtures (organizations, invited and accepted users
+//! with their tokens). What is not the platform's own (calling a router, stores, clocks)
+//! comes from `testkit`.
 //!
 //! Each test binary compiles this module separately and uses only part of it.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
@@ -10,11 +12,12 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
+use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode};
 use platform::{Config, State};
 use serde_json::{Value, json};
 use storage::{MemStorage, Storage};
-use tower::ServiceExt;
+use testkit::{ManualClock, SharedClock};
 
 /// The dev root token of every test platform: a user token of the site administrator.
 pub(crate) const ROOT: &str = "test-root-token";
@@ -37,6 +40,8 @@ pub(crate) struct Answer {
     pub(crate) headers: HeaderMap,
     pub(crate) text: String,
     pub(crate) body: Value,
+    /// The body as sent (binary bodies intact).
+    pub(crate) bytes: Bytes,
 }
 
 impl Answer {
@@ -63,22 +68,36 @@ impl TestPlatform {
     /// off (tests send many requests with one token in a tight loop; `rate_limit.rs` tests
     /// the limiter with [`TestPlatform::with_config`]).
     pub(crate) async fn new() -> TestPlatform {
-        TestPlatform::with_config(Config {
-            dev_root_token: Some(ROOT.to_owned()),
-            api_rate_limiting_enabled: false,
-            ..Config::default()
-        })
-        .await
+        TestPlatform::with_config(TestPlatform::test_config()).await
+    }
+
+    /// Like [`TestPlatform::new`], with `clock` as its time (it moves only when the test
+    /// moves it, so everything the test creates shares one millisecond until then).
+    pub(crate) async fn with_clock(clock: &ManualClock) -> TestPlatform {
+        TestPlatform::open(TestPlatform::test_config(), Arc::new(clock.clone())).await
     }
 
     /// A platform with `config` (its blob directory is set to a temporary one).
-    pub(crate) async fn with_config(mut config: Config) -> TestPlatform {
-        let storage = Arc::new(MemStorage::new());
+    pub(crate) async fn with_config(config: Config) -> TestPlatform {
+        TestPlatform::open(config, Arc::new(stdx::clock::SystemClock)).await
+    }
+
+    fn test_config() -> Config {
+        Config {
+            dev_root_token: Some(ROOT.to_owned()),
+            api_rate_limiting_enabled: false,
+            ..Config::default()
+        }
+    }
+
+    async fn open(mut config: Config, clock: SharedClock) -> TestPlatform {
+        let storage = testkit::mem_storage();
         let blobs = tempfile::tempdir().expect("tempdir");
         config.blob_dir = blobs.path().to_path_buf();
-        let opened = State::open(Arc::clone(&storage) as Arc<dyn Storage>, config)
-            .await
-            .expect("open platform");
+        let opened =
+            State::open_with_clock(Arc::clone(&storage) as Arc<dyn Storage>, config, clock)
+                .await
+                .expect("open platform");
         TestPlatform {
             router: platform::router(opened.state.clone()),
             state: opened.state,
@@ -89,24 +108,13 @@ impl TestPlatform {
 
     /// Sends `request` as is.
     pub(crate) async fn send(&self, request: Request<Body>) -> Answer {
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let response = testkit::call(&self.router, request).await;
         Answer {
-            status,
-            headers,
-            text,
-            body,
+            status: response.status,
+            text: response.text(),
+            body: serde_json::from_slice(&response.body).unwrap_or(Value::Null),
+            headers: response.headers,
+            bytes: response.body,
         }
     }
 
