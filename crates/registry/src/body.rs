@@ -131,7 +131,7 @@ impl<'de> Deserialize<'de> for GoDuration {
                 if raw.is_empty() {
                     return Ok(GoDuration::default());
                 }
-                http_kit::parse_go_duration(raw)
+                stdx::duration::parse_go(raw)
                     .map(GoDuration)
                     .map_err(E::custom)
             }

@@ -156,12 +156,13 @@ pub(crate) async fn list_service_entries(
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
     let options = query.options(&state)?;
-    let passing_only = match query.get("passing") {
-        None => false,
-        Some("") => true,
-        Some(raw) => http_kit::parse_bool(raw)
-            .ok_or_else(|| Error::BadRequest(format!("Invalid value for ?passing: {raw:?}")))?,
-    };
+    let passing_only = query
+        .bool("passing")
+        .map_err(|_| {
+            let raw = query.get("passing").unwrap_or_default();
+            Error::BadRequest(format!("Invalid value for ?passing: {raw:?}"))
+        })?
+        .unwrap_or(false);
     let tags = tag_filter(&query);
     let meta_filter = node_meta_filter(&query)?;
     let peered = query.get("peer").is_some_and(|peer| !peer.is_empty());

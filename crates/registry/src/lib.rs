@@ -25,7 +25,6 @@ mod acl_rules;
 mod agent;
 mod body;
 mod catalog;
-mod clock;
 mod domain;
 mod error;
 mod filter;
@@ -46,9 +45,9 @@ use std::time::Duration;
 use storage::Storage;
 use tokio_util::sync::CancellationToken;
 
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use routes::router;
+pub use stdx::clock::{Clock, ManualClock, SharedClock, SystemClock};
 
 /// The datacenter name this server reports and accepts.
 pub const DEFAULT_DATACENTER: &str = "dc1";
@@ -110,7 +109,7 @@ pub struct State {
 struct Inner {
     storage: Arc<dyn Storage>,
     config: Config,
-    clock: Arc<dyn Clock>,
+    clock: SharedClock,
     sessions: domain::session_timers::SessionTimers,
 }
 
@@ -120,7 +119,7 @@ impl State {
     pub async fn open(
         storage: Arc<dyn Storage>,
         config: Config,
-        clock: Arc<dyn Clock>,
+        clock: SharedClock,
     ) -> Result<State, Error> {
         let sessions = domain::session_timers::SessionTimers::default();
         let state = State {
@@ -147,6 +146,11 @@ impl State {
 
     pub(crate) fn clock(&self) -> &dyn Clock {
         self.inner.clock.as_ref()
+    }
+
+    /// Now, in Unix milliseconds (what stored deadlines are), from the injected clock.
+    pub(crate) fn now_ms(&self) -> u64 {
+        u64::try_from(self.inner.clock.now_ms()).unwrap_or(0)
     }
 
     pub(crate) fn session_timers(&self) -> &domain::session_timers::SessionTimers {

@@ -258,7 +258,7 @@ pub(crate) async fn renew_session(
     }
     authz.check(Resource::Session, &record.node, Access::Write)?;
     if record.ttl_ms > 0 {
-        let now_ms = state.clock().now_ms();
+        let now_ms = state.now_ms();
         match state.session_timers().renew(&id, now_ms) {
             Renewal::Unknown => return Err(not_found()),
             Renewal::Renewed { persist, .. } => {

@@ -9,7 +9,10 @@
 //! omitted empty `Definition` fields); CreateIndex/ModifyIndex are the records' storage
 //! revisions; durations are Go `Duration.String()` text.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value, json};
+use stdx::duration::format_go_std;
 
 use crate::store::Stored;
 use crate::store::catalog::{CheckDefinition, CheckKind, CheckRecord, NodeRecord, ServiceRecord};
@@ -79,11 +82,12 @@ pub(crate) fn service_node_json(
     })
 }
 
+/// A stored duration (ms) as Go's `Duration.String()`; empty when unset (Consul's omitempty).
 fn duration_field(ms: u64) -> String {
     if ms == 0 {
         String::new()
     } else {
-        go_duration_string(ms)
+        format_go_std(Duration::from_millis(ms))
     }
 }
 
@@ -146,43 +150,20 @@ pub(crate) fn check_json(check: &Stored<CheckRecord>) -> Value {
     })
 }
 
-/// Formats milliseconds as Go's `Duration.String()` does (`"10s"`, `"1m30s"`, `"100ms"`).
-pub(crate) fn go_duration_string(ms: u64) -> String {
-    if ms == 0 {
-        return "0s".to_owned();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let hours = ms / 3_600_000;
-    let minutes = (ms / 60_000) % 60;
-    let rest_ms = ms % 60_000;
-    let seconds = if rest_ms.is_multiple_of(1000) {
-        (rest_ms / 1000).to_string()
-    } else {
-        let text = format!("{}.{:03}", rest_ms / 1000, rest_ms % 1000);
-        text.trim_end_matches('0').to_owned()
-    };
-    if hours > 0 {
-        format!("{hours}h{minutes}m{seconds}s")
-    } else if minutes > 0 {
-        format!("{minutes}m{seconds}s")
-    } else {
-        format!("{seconds}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn go_durations_format_like_go() {
-        assert_eq!(go_duration_string(0), "0s");
-        assert_eq!(go_duration_string(100), "100ms");
-        assert_eq!(go_duration_string(1_500), "1.5s");
-        assert_eq!(go_duration_string(10_000), "10s");
-        assert_eq!(go_duration_string(90_000), "1m30s");
-        assert_eq!(go_duration_string(3_600_000), "1h0m0s");
+        let format = |ms| format_go_std(Duration::from_millis(ms));
+        assert_eq!(format(0), "0s");
+        assert_eq!(format(100), "100ms");
+        assert_eq!(format(1_500), "1.5s");
+        assert_eq!(format(10_000), "10s");
+        assert_eq!(format(90_000), "1m30s");
+        assert_eq!(format(3_600_000), "1h0m0s");
+        assert_eq!(duration_field(0), "");
+        assert_eq!(duration_field(1_500), "1.5s");
     }
 }

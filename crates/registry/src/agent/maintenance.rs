@@ -22,7 +22,7 @@ const SERVICE_MAINTENANCE_PREFIX: &str = "_service_maintenance:";
 fn enable_param(query: &QueryParams) -> Result<bool, Error> {
     match query.get("enable") {
         None | Some("") => Err(Error::BadRequest("Missing value for enable".to_owned())),
-        Some(raw) => http_kit::parse_bool(raw)
+        Some(raw) => stdx::strconv::parse_bool(raw)
             .ok_or_else(|| Error::BadRequest(format!("Invalid value for enable: {raw:?}"))),
     }
 }

@@ -9,12 +9,12 @@
 
 use axum::extract::State as AxumState;
 use serde_json::{Value, json};
+use stdx::duration::format_go_std;
 
 use crate::acl::{Access, Authz, Resource};
 use crate::domain::catalog::{self as catalog, CONSUL_VERSION, Registration};
 use crate::meta::QueryParams;
 use crate::store::catalog::load_node;
-use crate::views::go_duration_string;
 use crate::{Error, State};
 
 pub(crate) fn node_name(state: &State) -> &str {
@@ -101,9 +101,7 @@ pub(crate) async fn read_self(
             "NodeID": node_id,
             "ServerMode": true,
             "ACLsEnabled": config.acl.enabled,
-            "SessionTTLMin": go_duration_string(
-                u64::try_from(config.session_ttl_min.as_millis()).unwrap_or(u64::MAX),
-            ),
+            "SessionTTLMin": format_go_std(config.session_ttl_min),
         },
         "Coord": {
             "Vec": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
@@ -142,8 +140,6 @@ pub(crate) async fn list_members(
         return Ok(axum::Json(Vec::new()));
     }
     let node_id = self_node_id(&state).await?;
-    let wan = query
-        .get("wan")
-        .is_some_and(|raw| raw.is_empty() || http_kit::parse_bool(raw).unwrap_or(false));
+    let wan = query.lenient_bool("wan");
     Ok(axum::Json(vec![member_json(&state, &node_id, wan)]))
 }

@@ -139,9 +139,7 @@ pub(crate) async fn create_service(
     let meta = body.meta.unwrap_or_default();
     validate_meta(&meta, "Service", false)?;
     authz.check(Resource::Service, &name, Access::Write)?;
-    let replace = query
-        .get("replace-existing-checks")
-        .is_some_and(|raw| raw.is_empty() || http_kit::parse_bool(raw).unwrap_or(false));
+    let replace = query.lenient_bool("replace-existing-checks");
 
     let node = node_name(&state).to_owned();
     let bodies: Vec<AgentCheckBody> = body

@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 
+use stdx::time::format_rfc3339_millis;
 use storage::{Compare, Op, Storage, Txn};
 
 use crate::acl_rules::{self as rules, Rule};
@@ -314,7 +315,7 @@ pub(crate) async fn create_token(
     storage: &dyn Storage,
     datacenter: &str,
     write: TokenWrite,
-    now_ms: u64,
+    now_ms: i64,
 ) -> Result<Stored<TokenRecord>, Error> {
     if let Some(accessor) = &write.accessor_id {
         validate_id("AccessorID", accessor)?;
@@ -355,7 +356,7 @@ pub(crate) async fn create_token(
             &write,
             &linked,
             datacenter,
-            format_rfc3339(now_ms),
+            format_rfc3339_millis(now_ms),
             write.namespace.clone(),
         )?;
         let txn = txn
@@ -436,7 +437,7 @@ pub(crate) async fn clone_token(
     datacenter: &str,
     accessor: &str,
     description: String,
-    now_ms: u64,
+    now_ms: i64,
 ) -> Result<Stored<TokenRecord>, Error> {
     let Some(source) = token(storage, accessor).await? else {
         return Err(Error::Invalid(format!("Cannot find token {accessor:?}")));
@@ -626,7 +627,7 @@ async fn ensure_builtins(
     storage: &dyn Storage,
     datacenter: &str,
     initial_management: Option<&str>,
-    now_ms: u64,
+    now_ms: i64,
 ) -> Result<(), Error> {
     let management_policy = policy_record(
         GLOBAL_MANAGEMENT_ID.to_owned(),
@@ -670,7 +671,7 @@ async fn ensure_builtins(
                     &write,
                     linked,
                     datacenter,
-                    format_rfc3339(now_ms),
+                    format_rfc3339_millis(now_ms),
                     None,
                 )?;
                 txn = std::mem::take(&mut txn)
@@ -808,35 +809,6 @@ fn content_hash(parts: &[&str]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Unix milliseconds as RFC 3339 in UTC with milliseconds (`2026-01-02T03:04:05.678Z`).
-pub(crate) fn format_rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -854,10 +826,13 @@ mod tests {
 
     #[test]
     fn rfc3339_formats_known_instants() {
-        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(format_rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(
-            format_rfc3339(1_700_000_000_000),
+            format_rfc3339_millis(951_782_400_123),
+            "2000-02-29T00:00:00.123Z"
+        );
+        assert_eq!(
+            format_rfc3339_millis(1_700_000_000_000),
             "2023-11-14T22:13:20.000Z"
         );
     }

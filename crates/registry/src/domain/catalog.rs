@@ -232,7 +232,7 @@ pub(crate) async fn apply_registration(state: &State, reg: Registration) -> Resu
         }
 
         // Checks.
-        let now = state.clock().now_ms();
+        let now = state.now_ms();
         let mut written: BTreeSet<String> = BTreeSet::new();
         let mut critical = Vec::new();
         for check in &reg.checks {

@@ -106,10 +106,7 @@ pub(crate) async fn update_check_status(
             let dkey = deadline_key(node, check_id);
             let deadline = DeadlineRecord {
                 version: RECORD_VERSION,
-                deadline_ms: state
-                    .clock()
-                    .now_ms()
-                    .saturating_add(record.definition.ttl_ms),
+                deadline_ms: state.now_ms().saturating_add(record.definition.ttl_ms),
             };
             txn = txn.then(Op::Put {
                 value: encode(&dkey, &deadline)?,
@@ -151,7 +148,7 @@ pub(crate) async fn expire_ttl_check(
             return Ok(false);
         };
         let deadline: DeadlineRecord = decode(&deadline_kv.key, &deadline_kv.value)?;
-        if deadline.deadline_ms != deadline_ms || state.clock().now_ms() < deadline_ms {
+        if deadline.deadline_ms != deadline_ms || state.now_ms() < deadline_ms {
             return Ok(false);
         }
         let ckey = check_key(node, check_id);

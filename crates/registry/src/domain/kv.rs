@@ -96,7 +96,7 @@ pub(crate) async fn acquire(
         let mut txn = Txn::new();
         if let Some(delay) = storage.get(&delay_key).await? {
             let record: LockDelayRecord = decode(&delay.key, &delay.value)?;
-            if record.until_ms > state.clock().now_ms() {
+            if record.until_ms > state.now_ms() {
                 tracing::debug!(message = "Rejecting lock of key due to lock-delay.", key = %request.key);
                 return Ok(false);
             }

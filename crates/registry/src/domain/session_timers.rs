@@ -309,7 +309,7 @@ impl SessionTimers {
 /// Loads every stored session's deadline at start (see the module docs for the formula).
 pub(crate) async fn load(state: &State) -> Result<(), Error> {
     let storage = state.storage();
-    let now_ms = state.clock().now_ms();
+    let now_ms = state.now_ms();
     let marker = match storage.get(&sessions::checkpoint_key()).await? {
         Some(kv) => Some(decode::<CheckpointRecord>(&kv.key, &kv.value)?),
         None => None,

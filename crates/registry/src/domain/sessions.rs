@@ -180,7 +180,7 @@ pub(crate) async fn create(state: &State, record: &mut SessionRecord) -> Result<
                 check.modify_index,
             ));
         }
-        let now_ms = state.clock().now_ms();
+        let now_ms = state.now_ms();
         record.expires_at_ms = (record.ttl_ms > 0).then(|| now_ms.saturating_add(record.ttl_ms));
         let value = encode(&key, &*record)?;
         txn = txn.then(Op::Put {
@@ -243,7 +243,7 @@ pub(crate) async fn invalidate_session(state: &State, id: &str) -> Result<(), Er
             // A previous invalidation may have left keys acquired in its race window.
             return release_leftovers(state, id, Behavior::Release, 0).await;
         };
-        let now_ms = state.clock().now_ms();
+        let now_ms = state.now_ms();
         let delay_ms = lock_delay_ms(record.lock_delay_ns);
         let mut txn = Txn::new()
             .when(Compare::ModRevision(session_key.clone(), kv.mod_revision))
@@ -388,7 +388,7 @@ async fn release_leftovers(
         if remaining.kvs.is_empty() {
             return Ok(());
         }
-        let now_ms = state.clock().now_ms();
+        let now_ms = state.now_ms();
         let txn = held_keys_txn(state, id, behavior, now_ms, delay_ms, Txn::new()).await?;
         storage.txn(txn).await?;
     }
@@ -481,7 +481,10 @@ mod tests {
             .unwrap()
             .unwrap();
         let delay: LockDelayRecord = decode(&delay.key, &delay.value).unwrap();
-        assert_eq!(delay.until_ms, clock.now_ms() + 5_000);
+        assert_eq!(
+            i64::try_from(delay.until_ms).unwrap(),
+            clock.now_ms() + 5_000
+        );
         assert!(
             storage
                 .scan(sessions::session_locks_range(id), None)

@@ -213,7 +213,7 @@ async fn run_once(
 ) -> Result<(), Error> {
     let storage = state.storage();
     let mut runner = Runner::new();
-    let now_ms = state.clock().now_ms();
+    let now_ms = state.now_ms();
     let checks = storage.scan(checks_range(), None).await?;
     let deadlines = storage.scan(deadlines_range(), None).await?;
     let mut checks_watch = storage.watch(checks_range(), checks.revision).await?;
@@ -253,7 +253,7 @@ async fn run_once(
         // Created before the clock is read, so a jump that lands while this iteration works
         // is not missed (a `Notified` receives `notify_waiters` from its creation on).
         let jump = jumped.as_deref().map(tokio::sync::Notify::notified);
-        let now_ms = state.clock().now_ms();
+        let now_ms = state.now_ms();
         expire_due(state, &mut runner, now_ms).await;
         reap_due(state, &mut runner, now_ms).await;
         launch_due(state, clients, &mut runner, &mut probes);
@@ -271,7 +271,7 @@ async fn run_once(
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             event = checks_watch.next_event() => {
-                apply_check_event(&mut runner, event, &checks_prefix, state.clock().now_ms())?;
+                apply_check_event(&mut runner, event, &checks_prefix, state.now_ms())?;
                 drain(&mut runner, &mut checks_watch, &checks_prefix, state)?;
             }
             event = deadlines_watch.next_event() => {
@@ -320,7 +320,7 @@ fn drain(
 ) -> Result<(), Error> {
     use futures::FutureExt;
     while let Some(event) = watch.next_event().now_or_never() {
-        apply_check_event(runner, event, prefix, state.clock().now_ms())?;
+        apply_check_event(runner, event, prefix, state.now_ms())?;
     }
     Ok(())
 }

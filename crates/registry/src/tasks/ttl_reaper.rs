@@ -48,7 +48,7 @@ pub(crate) async fn run(state: State, shutdown: CancellationToken) {
         };
         tokio::pin!(jump);
 
-        let now_ms = state.clock().now_ms();
+        let now_ms = state.now_ms();
         let due = timers.take_due(now_ms);
         if !due.is_empty() {
             expire(&state, due).await;
@@ -69,7 +69,7 @@ pub(crate) async fn run(state: State, shutdown: CancellationToken) {
     // Renewals from now on are persisted before they are acknowledged; then the final
     // checkpoint makes every stored deadline exact.
     timers.set_write_through();
-    checkpoint(&state, state.clock().now_ms(), true).await;
+    checkpoint(&state, state.now_ms(), true).await;
 }
 
 /// Invalidates the sessions whose TTL ran out; a failure is retried shortly.
@@ -83,7 +83,7 @@ async fn expire(state: &State, ids: Vec<String>) {
                     session = %id,
                     error = %err,
                 );
-                let at_ms = state.clock().now_ms().saturating_add(RETRY_INVALIDATE_MS);
+                let at_ms = state.now_ms().saturating_add(RETRY_INVALIDATE_MS);
                 state.session_timers().retry_later(&id, at_ms);
             }
         })

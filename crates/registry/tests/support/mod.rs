@@ -21,7 +21,7 @@ use tower::ServiceExt;
 pub(crate) const NODE: &str = "test-node";
 
 /// Where the manual clock starts (Unix ms; any fixed value works).
-pub(crate) const START_MS: u64 = 1_700_000_000_000;
+pub(crate) const START_MS: i64 = 1_700_000_000_000;
 
 /// A registry over in-memory storage and a manual clock.
 pub(crate) struct TestRegistry {
