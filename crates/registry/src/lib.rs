@@ -8,8 +8,8 @@
 //! the common query options of `meta.rs`; errors go through [`Error`], rendered as Consul's
 //! plain text. Handlers decode, authorize, call `domain/` (the model's transactions, over the
 //! keys and records of `store/`) and render (`views.rs`). Background work (session TTLs, check
-//! runners) lives in `tasks/`, started by [`run_tasks`]; it calls `domain/` too, never a
-//! handler.
+//! runners) lives in `tasks/`, registered with `cairn`'s `cluster::Runner` by [`start_tasks`];
+//! it calls `domain/` too, never a handler.
 //!
 //! Invariants:
 //! - Everything this crate stores lives under the `registry/` key prefix (`store/`).
@@ -43,7 +43,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use storage::Storage;
-use tokio_util::sync::CancellationToken;
 
 pub use error::Error;
 pub use routes::router;
@@ -162,10 +161,17 @@ impl State {
     }
 }
 
-/// Runs the registry's background loops (session TTL reaper, check runners) until `shutdown`.
-pub async fn run_tasks(state: State, shutdown: CancellationToken) {
-    tokio::join!(
-        tasks::ttl_reaper::run(state.clone(), shutdown.clone()),
-        tasks::check_runner::run(state, shutdown),
-    );
+/// Registers the registry's background loops with `runner` and returns at once. Both run once
+/// per cluster, as leader loops: the session TTL reaper (`tasks/ttl_reaper.rs`) and the check
+/// runner (`tasks/check_runner.rs`). Each stops when its token is cancelled (leadership lost,
+/// or shutdown), the reaper after a final checkpoint of renewed deadlines.
+pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    let reaper = state.clone();
+    runner.leader_loop("registry session TTL reaper", move |term| {
+        tasks::ttl_reaper::run(reaper.clone(), term)
+    });
+    let checks = state.clone();
+    runner.leader_loop("registry check runner", move |term| {
+        tasks::check_runner::run(checks.clone(), term)
+    });
 }

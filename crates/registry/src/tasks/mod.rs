@@ -1,6 +1,8 @@
-//! The registry's background loops, each `async fn run(state, shutdown)`, rebuilt from
-//! storage at start: `ttl_reaper.rs` (session TTLs) and `check_runner.rs` (TTL, HTTP and TCP
-//! health checks).
+//! The registry's background loops, each `async fn run(state, token)`, started by
+//! `registry::start_tasks` as leader loops of a `cluster::Runner` (one instance per cluster,
+//! stopped when the token is cancelled): `ttl_reaper.rs` (session TTLs, over the timers
+//! `State::open` rebuilt from storage) and `check_runner.rs` (TTL, HTTP and TCP health checks,
+//! rebuilt from storage each time it starts).
 //!
 //! Invariant: a loop writes only through `domain/` (the same transactions the handlers use); it
 //! never imports a handler.

@@ -2,7 +2,9 @@
 //! deadlines (the timers, their persistence and the guarantees are `domain/session_timers.rs`).
 //!
 //! Where it sits: started by `registry::start_tasks` as a leader loop; reads the timers in
-//! `State`, invalidates through `domain/sessions.rs`.
+//! `State` (rebuilt from storage by `State::open`), invalidates through `domain/sessions.rs`.
+//! When its term ends it leaves renewals writing through, which stays correct if it is started
+//! again.
 //!
 //! Invariants:
 //! - A session whose timer fired is never revived: renew of a session past its deadline, or
@@ -28,7 +30,7 @@ const RETRY_INVALIDATE_MS: u64 = 200;
 const INVALIDATE_CONCURRENCY: usize = 64;
 
 /// Invalidates sessions as their deadlines pass and checkpoints renewed deadlines, until
-/// `shutdown`; then writes a final checkpoint.
+/// `shutdown` (the end of this server's term as leader); then writes a final checkpoint.
 pub(crate) async fn run(state: State, shutdown: CancellationToken) {
     let timers = state.session_timers();
     let jumped = state.clock().jumped();

@@ -13,7 +13,6 @@ use axum::body::{Body, Bytes};
 use http::{HeaderMap, Method, Request, StatusCode};
 use registry::{Config, ManualClock, State};
 use storage::{MemStorage, Storage};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -30,7 +29,7 @@ pub(crate) struct TestRegistry {
     pub(crate) clock: ManualClock,
     pub(crate) config: Config,
     router: Router,
-    tasks: Option<(CancellationToken, JoinHandle<()>)>,
+    tasks: Option<cluster::Runner>,
 }
 
 /// The test configuration: node [`NODE`], ACLs off, Consul's defaults otherwise.
@@ -79,18 +78,18 @@ impl TestRegistry {
         }
     }
 
-    /// Starts the background loops (session TTL reaper, check runners).
+    /// Starts the background loops (session TTL reaper, check runners) through a runner that
+    /// always leads, as `cairn` does with the embedded store.
     pub(crate) fn start_tasks(&mut self) {
-        let shutdown = CancellationToken::new();
-        let handle = tokio::spawn(registry::run_tasks(self.state.clone(), shutdown.clone()));
-        self.tasks = Some((shutdown, handle));
+        let runner = cluster::Runner::embedded(CancellationToken::new());
+        registry::start_tasks(&self.state, &runner);
+        self.tasks = Some(runner);
     }
 
     /// Stops the background loops and waits for them (their final checkpoints included).
     pub(crate) async fn stop_tasks(&mut self) {
-        if let Some((shutdown, handle)) = self.tasks.take() {
-            shutdown.cancel();
-            handle.await.expect("tasks joined");
+        if let Some(runner) = self.tasks.take() {
+            runner.shutdown_and_wait().await;
         }
     }
 
@@ -144,9 +143,8 @@ impl TestRegistry {
 
 impl Drop for TestRegistry {
     fn drop(&mut self) {
-        if let Some((shutdown, handle)) = self.tasks.take() {
-            shutdown.cancel();
-            handle.abort();
+        if let Some(runner) = self.tasks.take() {
+            runner.shutdown_token().cancel();
         }
     }
 }
