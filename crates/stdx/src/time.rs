@@ -14,15 +14,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
 const SECONDS_PER_DAY: i64 = 86_400;
 
-/// Days since 1970-01-01 for a (year, month 1-12, day 1-31) date.
+/// Days since 1970-01-01 for a (year, month 1-12, day 1-31) date; saturates at `i64`'s range
+/// for years no calendar needs.
 pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let month = i64::from(month);
-    let year = if month <= 2 { year - 1 } else { year };
+    // i128 holds every intermediate value for any i64 year.
+    let month = i128::from(month);
+    let year = i128::from(year) - i128::from(month <= 2);
     let era = year.div_euclid(400);
     let yoe = year.rem_euclid(400);
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i128::from(day) - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let days = era * 146_097 + doe - 719_468;
+    i64::try_from(days).unwrap_or(if days < 0 { i64::MIN } else { i64::MAX })
 }
 
 /// The (year, month 1-12, day 1-31) date `days` after 1970-01-01.
@@ -218,6 +221,10 @@ mod tests {
         assert_eq!(civil_from_days(19_844), (2024, 5, 1));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
         assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert!(days_from_civil(i64::MAX, 12, 31) > 0);
+        assert!(days_from_civil(i64::MIN, 1, 1) < 0);
+        let _ = civil_from_days(i64::MIN);
+        let _ = civil_from_days(i64::MAX);
     }
 
     #[test]
