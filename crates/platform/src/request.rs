@@ -12,7 +12,7 @@
 //!   of the right shape is a 422 pointing at the member (`/data`, `/data/attributes/name`);
 //!   a wrongly typed attribute is a 422 pointing at it; unknown attributes are ignored.
 //! - An attribute is looked up under its kebab-case name, then its snake_case twin (pytfe
-//!   sends snake_case for some resources; DESIGN.md decision 2); `null` reads as absent.
+//!   sends snake_case for some resources; docs/design.md §D2); `null` reads as absent.
 //! - Query keys are percent-decoded before lookup, so `page%5Bsize%5D` and `page[size]` are the
 //!   same key; a repeated key's last value wins.
 
