@@ -2,13 +2,15 @@
 //!
 //! `run` opens the store, binds every listener (all before serving any, so a busy port fails
 //! the start cleanly), builds each service's state over the shared store, serves each on its
-//! own listener, prints the banner, and waits for SIGINT/SIGTERM or a failing server. Then it
-//! cancels the shared shutdown token, joins every task (in-flight requests finish; http-kit
-//! bounds the drain) and closes the store.
+//! own listener, registers each service's background loops with one `cluster::Runner`, prints
+//! the banner, and waits for SIGINT/SIGTERM or a failing server. Then it cancels the shared
+//! shutdown token, joins every server (in-flight requests finish; http-kit bounds the drain) and
+//! every background loop, and closes the store.
 //!
-//! Invariants: this file is the only place outside tests that spawns tasks; every spawned task
-//! is owned by the `JoinSet` here and joined before the store closes; the banner's last line,
-//! `ready`, is printed only once every listener is bound (so it accepts connections).
+//! Invariants: the servers are owned by the `JoinSet` here and every background loop by the
+//! runner created here (with the embedded store this server always leads, so cluster-wide loops
+//! run at once); all are joined before the store closes; the banner's last line, `ready`, is
+//! printed only once every listener is bound (so it accepts connections).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -207,18 +209,21 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
     }
 
     let shutdown = CancellationToken::new();
+    // The embedded store has one server, which always leads.
+    let runner = cluster::Runner::embedded(shutdown.clone());
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
     for (service, listener, local, tls) in bound {
         let kind = service.kind;
-        let built = build_service(kind, service, local, plan, storage.clone(), &shutdown).await?;
-        for background in built.background {
-            tasks.spawn(async move {
-                background.await;
-                Ok(())
-            });
-        }
-        let router = http_kit::layers(built.router, &http_kit::HttpOptions::default());
+        let router = match build_service(kind, service, local, plan, storage.clone(), &runner).await
+        {
+            Ok(router) => router,
+            Err(err) => {
+                runner.shutdown_and_wait().await;
+                return Err(err);
+            }
+        };
+        let router = http_kit::layers(router, &http_kit::HttpOptions::default());
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
         let token = shutdown.clone();
@@ -267,6 +272,7 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
             failure = Some(Err(err));
         }
     }
+    runner.shutdown_and_wait().await;
     tracing::info!(message = "All services stopped.");
     match failure {
         Some(Err(err)) => Err(err),
@@ -281,21 +287,16 @@ fn flatten(joined: Result<Result<(), Error>, tokio::task::JoinError>) -> Result<
     })?
 }
 
-/// A service's router and the background loops it needs (each runs until shutdown).
-struct Built {
-    router: axum::Router,
-    background: Vec<futures::future::BoxFuture<'static, ()>>,
-}
-
+/// Builds a service's state over the store, registers its background loops with `runner`, and
+/// returns its router.
 async fn build_service(
     kind: ServiceKind,
     listen: &Listen,
     local: SocketAddr,
     plan: &Plan,
     storage: Arc<dyn Storage>,
-    shutdown: &CancellationToken,
-) -> Result<Built, Error> {
-    use futures::FutureExt;
+    runner: &cluster::Runner,
+) -> Result<axum::Router, Error> {
     let dev_root_token = plan.dev_root_token.clone();
     let failed = |message: String| Error::Service {
         service: kind.name(),
@@ -312,11 +313,8 @@ async fn build_service(
             let state = secrets::State::open(storage, config)
                 .await
                 .map_err(|err| failed(err.to_string()))?;
-            let loops = secrets::run_tasks(state.clone(), shutdown.clone()).boxed();
-            Built {
-                router: secrets::router(state),
-                background: vec![loops],
-            }
+            secrets::start_tasks(&state, runner);
+            secrets::router(state)
         }
         ServiceKind::Registry => {
             let mut config = registry::Config::new(advertise(local));
@@ -332,11 +330,8 @@ async fn build_service(
             let state = registry::State::open(storage, config, Arc::new(registry::SystemClock))
                 .await
                 .map_err(|err| failed(err.to_string()))?;
-            let loops = registry::run_tasks(state.clone(), shutdown.clone()).boxed();
-            Built {
-                router: registry::router(state),
-                background: vec![loops],
-            }
+            registry::start_tasks(&state, runner);
+            registry::router(state)
         }
         ServiceKind::Scheduler => {
             let config = scheduler::Config {
@@ -348,8 +343,7 @@ async fn build_service(
             let state = scheduler::State::open(storage, config)
                 .await
                 .map_err(|err| failed(err.to_string()))?;
-            let mut background =
-                vec![scheduler::run_tasks(state.clone(), shutdown.clone()).boxed()];
+            scheduler::start_tasks(&state, runner);
             if plan.scheduler_client {
                 let scheme = if listen.tls.is_some() {
                     "https"
@@ -365,24 +359,19 @@ async fn build_service(
                 agent_config.http_addr = advertised.to_string();
                 let agent = scheduler_agent::Agent::new(agent_config)
                     .map_err(|err| failed(err.to_string()))?;
-                let token = shutdown.clone();
-                background.push(
-                    async move {
-                        if let Err(err) = agent.run(token).await {
-                            tracing::error!(error = %err, "the scheduler client stopped");
-                        }
-                        // As Nomad's dev agent: a dev client's tasks end with it (`cairn
-                        // agent` leaves them running and re-attaches).
-                        let killed = scheduler_agent::kill_leftover_tasks(&client_dir);
-                        tracing::info!(killed, "stopped the dev client's tasks");
+                // A client runs on every server, leader or not.
+                let token = runner.shutdown_token();
+                runner.local_loop("scheduler client", async move {
+                    if let Err(err) = agent.run(token).await {
+                        tracing::error!(error = %err, "the scheduler client stopped");
                     }
-                    .boxed(),
-                );
+                    // As Nomad's dev agent: a dev client's tasks end with it (`cairn
+                    // agent` leaves them running and re-attaches).
+                    let killed = scheduler_agent::kill_leftover_tasks(&client_dir);
+                    tracing::info!(killed, "stopped the dev client's tasks");
+                });
             }
-            Built {
-                router: scheduler::router(state),
-                background,
-            }
+            scheduler::router(state)
         }
         ServiceKind::Platform => {
             let config = platform::Config {
@@ -399,10 +388,7 @@ async fn build_service(
             if let Some(token) = &opened.bootstrap_token {
                 crate::println_stdout(&format!("  platform bootstrap token  {token}"));
             }
-            Built {
-                router: platform::router(opened.state),
-                background: Vec::new(),
-            }
+            platform::router(opened.state)
         }
     })
 }
