@@ -3,29 +3,28 @@
 //! prefix, longest prefix wins) enforced end to end on the KV, session, catalog and agent
 //! endpoints, with list filtering and its header.
 //!
-//! Each test drives `registry::router` through `tower::ServiceExt::oneshot` over a fresh
-//! `MemStorage`; the restart test opens a second `State` over the same storage.
+//! Each test drives `registry::router` in-process (`support::TestRegistry`) over a fresh
+//! in-memory store; the restart test opens a second `State` over the same storage.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::sync::Arc;
 
-use axum::Router;
-use axum::body::Body;
-use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::BodyExt;
-use registry::{AclConfig, Config, ManualClock, State};
+use http::{HeaderMap, Method, StatusCode};
+use registry::AclConfig;
 use serde_json::{Value, json};
 use storage::{MemStorage, Storage};
-use tower::ServiceExt;
+use support::{ROOT, START_MS, TestRegistry, acl_config as acl};
+use testkit::ManualClock;
 
-const ROOT: &str = "root-token";
 const NODE: &str = "node1";
 const GLOBAL_MANAGEMENT_ID: &str = "00000000-0000-0000-0000-000000000001";
 const ANONYMOUS_ID: &str = "00000000-0000-0000-0000-000000000002";
 
-/// A registry over in-memory storage, with helpers that send requests through its router.
+/// A registry (`support::TestRegistry`, its node named [`NODE`]) with ACL helpers that answer
+/// [`Reply`]s.
 struct Registry {
-    router: Router,
+    test: TestRegistry,
 }
 
 /// One answer: status, headers and the body as text (without trailing whitespace).
@@ -53,29 +52,18 @@ impl Reply {
     }
 }
 
-fn acl(default_allow: bool) -> AclConfig {
-    AclConfig {
-        enabled: true,
-        initial_management_token: Some(ROOT.to_owned()),
-        default_policy_allow: default_allow,
-    }
-}
-
 impl Registry {
     /// ACLs on (deny by default) with `ROOT` as the initial management token, as `cairn dev`.
     async fn dev() -> Registry {
-        Registry::open(Arc::new(MemStorage::new()), acl(false)).await
+        Registry::open(testkit::mem_storage(), acl(false)).await
     }
 
-    async fn open(storage: Arc<dyn Storage>, acl: AclConfig) -> Registry {
-        let address: SocketAddr = "127.0.0.1:8500".parse().unwrap();
-        let mut config = Config::new(address);
+    async fn open(storage: Arc<MemStorage>, acl: AclConfig) -> Registry {
+        let mut config = support::test_config();
         config.node_name = NODE.to_owned();
         config.acl = acl;
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-        let state = State::open(storage, config, clock).await.unwrap();
         Registry {
-            router: registry::router(state),
+            test: TestRegistry::open(storage, ManualClock::new(START_MS), config).await,
         }
     }
 
@@ -95,24 +83,15 @@ impl Registry {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Reply {
-        let mut request = Request::builder().method(method).uri(uri);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
         let response = self
-            .router
-            .clone()
-            .oneshot(request.body(Body::from(body.to_owned())).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            .test
+            .request(method, uri, headers, body.to_owned())
+            .await;
         Reply {
-            status,
-            headers,
+            status: response.status,
+            headers: response.headers.clone(),
             // Plain-text errors end with a newline; compare their text.
-            body: String::from_utf8_lossy(&bytes).trim_end().to_owned(),
+            body: response.text().trim_end().to_owned(),
         }
     }
 
@@ -140,12 +119,7 @@ impl Registry {
 
     /// Creates a token linked to one new policy with `rules`; returns its SecretID.
     async fn token_with_rules(&self, rules: &str) -> String {
-        let name = format!("p-{}", uuid::Uuid::new_v4().simple());
-        let id = self.policy(&name, rules).await;
-        self.token(&[json!({"ID": id})]).await["SecretID"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        self.test.token_with_rules(rules).await
     }
 
     /// Creates a token linked to `policies`; returns the token JSON.
@@ -178,7 +152,7 @@ fn sorted(values: Vec<&str>) -> Vec<&str> {
 
 #[tokio::test]
 async fn acl_endpoints_answer_401_when_acls_are_disabled() {
-    let registry = Registry::open(Arc::new(MemStorage::new()), AclConfig::default()).await;
+    let registry = Registry::open(testkit::mem_storage(), AclConfig::default()).await;
     for (method, uri) in [
         (Method::GET, "/v1/acl/policies"),
         (Method::PUT, "/v1/acl/policy"),
@@ -299,7 +273,7 @@ async fn bootstrap_creates_the_builtin_policy_and_tokens() {
 
 #[tokio::test]
 async fn bootstrap_with_the_management_token_survives_a_restart() {
-    let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
+    let storage = testkit::mem_storage();
     let first = Registry::open(storage.clone(), acl(false)).await;
     let created = first.token(&[]).await;
     let secret = created["SecretID"].as_str().unwrap();
@@ -1334,7 +1308,7 @@ async fn several_policies_merge_with_deny_winning() {
 
 #[tokio::test]
 async fn default_allow_lets_tokens_without_rules_read_and_write() {
-    let registry = Registry::open(Arc::new(MemStorage::new()), acl(true)).await;
+    let registry = Registry::open(testkit::mem_storage(), acl(true)).await;
     registry
         .put("/v1/kv/a", None, "1")
         .await

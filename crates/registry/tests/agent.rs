@@ -844,135 +844,86 @@ async fn agent_maintenance_mode_adds_and_removes_critical_checks() {
 // ---------------------------------------------------------------------------------------------
 // ACL
 
-const ROOT: &str = "root-token";
-
-async fn acl_registry() -> TestRegistry {
-    let mut config = support::test_config();
-    config.acl = registry::AclConfig {
-        enabled: true,
-        initial_management_token: Some(ROOT.to_owned()),
-        default_policy_allow: false,
-    };
-    TestRegistry::with_config(config).await
-}
-
-async fn put_as(
-    registry: &TestRegistry,
-    uri: &str,
-    token: &str,
-    body: Value,
-) -> support::TestResponse {
-    registry
-        .request(
-            http::Method::PUT,
-            uri,
-            &[("X-Consul-Token", token)],
-            body.to_string(),
-        )
-        .await
-}
-
-async fn token_with_rules(registry: &TestRegistry, rules: &str) -> String {
-    let name = format!("p-{}", uuid::Uuid::new_v4().simple());
-    let policy = put_as(
-        registry,
-        "/v1/acl/policy",
-        ROOT,
-        json!({"Name": name, "Rules": rules}),
-    )
-    .await;
-    policy.assert_status(200);
-    let token = put_as(
-        registry,
-        "/v1/acl/token",
-        ROOT,
-        json!({"Policies": [{"ID": policy.json()["ID"]}]}),
-    )
-    .await;
-    token.assert_status(200);
-    token.json()["SecretID"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn agent_writes_need_write_on_the_checks_service_or_node() {
-    let registry = acl_registry().await;
-    let token = token_with_rules(&registry, r#"service "web" { policy = "write" }"#).await;
-    put_as(
-        &registry,
-        "/v1/agent/service/register",
-        &token,
-        json!({"Name": "web"}),
-    )
-    .await
-    .assert_status(200);
-    let denied = put_as(
-        &registry,
-        "/v1/agent/service/register",
-        &token,
-        json!({"Name": "db"}),
-    )
-    .await;
+    let registry = TestRegistry::with_acl().await;
+    let token = registry
+        .token_with_rules(r#"service "web" { policy = "write" }"#)
+        .await;
+    registry
+        .as_token(
+            http::Method::PUT,
+            "/v1/agent/service/register",
+            &token,
+            json!({"Name": "web"}).to_string(),
+        )
+        .await
+        .assert_status(200);
+    let denied = registry
+        .as_token(
+            http::Method::PUT,
+            "/v1/agent/service/register",
+            &token,
+            json!({"Name": "db"}).to_string(),
+        )
+        .await;
     denied.assert_status(403);
     assert!(
         denied.text().contains("lacks permission 'service:write'"),
         "{}",
         denied.text()
     );
-    put_as(
-        &registry,
-        "/v1/agent/check/register",
-        &token,
-        json!({"Name": "web-ttl", "TTL": "10s", "ServiceID": "web"}),
-    )
-    .await
-    .assert_status(200);
-    let node_check = put_as(
-        &registry,
-        "/v1/agent/check/register",
-        &token,
-        json!({"Name": "node-ttl", "TTL": "10s"}),
-    )
-    .await;
+    registry
+        .as_token(
+            http::Method::PUT,
+            "/v1/agent/check/register",
+            &token,
+            json!({"Name": "web-ttl", "TTL": "10s", "ServiceID": "web"}).to_string(),
+        )
+        .await
+        .assert_status(200);
+    let node_check = registry
+        .as_token(
+            http::Method::PUT,
+            "/v1/agent/check/register",
+            &token,
+            json!({"Name": "node-ttl", "TTL": "10s"}).to_string(),
+        )
+        .await;
     node_check.assert_status(403);
     assert!(
         node_check.text().contains("lacks permission 'node:write'"),
         "{}",
         node_check.text()
     );
-    put_as(
-        &registry,
-        "/v1/agent/check/pass/web-ttl",
-        &token,
-        json!(null),
-    )
-    .await
-    .assert_status(200);
-    // A token without the rule may not touch the check; reads drop what it may not see.
-    let other = token_with_rules(&registry, r#"service "db" { policy = "write" }"#).await;
-    put_as(
-        &registry,
-        "/v1/agent/check/fail/web-ttl",
-        &other,
-        json!(null),
-    )
-    .await
-    .assert_status(403);
-    let seen = registry
-        .request(
-            http::Method::GET,
-            "/v1/agent/checks",
-            &[("X-Consul-Token", &other)],
-            "",
+    registry
+        .as_token(
+            http::Method::PUT,
+            "/v1/agent/check/pass/web-ttl",
+            &token,
+            json!(null).to_string(),
         )
+        .await
+        .assert_status(200);
+    // A token without the rule may not touch the check; reads drop what it may not see.
+    let other = registry
+        .token_with_rules(r#"service "db" { policy = "write" }"#)
+        .await;
+    registry
+        .as_token(
+            http::Method::PUT,
+            "/v1/agent/check/fail/web-ttl",
+            &other,
+            json!(null).to_string(),
+        )
+        .await
+        .assert_status(403);
+    let seen = registry
+        .as_token(http::Method::GET, "/v1/agent/checks", &other, "")
         .await;
     assert_eq!(seen.json(), json!({}));
     let seen = registry
-        .request(
-            http::Method::GET,
-            "/v1/agent/services",
-            &[("X-Consul-Token", &token)],
-            "",
-        )
+        .as_token(http::Method::GET, "/v1/agent/services", &token, "")
         .await;
     assert!(seen.json().get("web").is_some());
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{NODE, TestRegistry};
+use support::{NODE, ROOT, TestRegistry};
 
 async fn register(registry: &TestRegistry, body: Value) {
     registry
@@ -356,81 +356,32 @@ async fn health_endpoints_reject_another_datacenter_and_missing_names() {
 // ---------------------------------------------------------------------------------------------
 // ACL
 
-const ROOT: &str = "root-token";
-
-async fn acl_registry() -> TestRegistry {
-    let mut config = support::test_config();
-    config.acl = registry::AclConfig {
-        enabled: true,
-        initial_management_token: Some(ROOT.to_owned()),
-        default_policy_allow: false,
-    };
-    TestRegistry::with_config(config).await
-}
-
-async fn as_token(
-    registry: &TestRegistry,
-    method: http::Method,
-    uri: &str,
-    token: &str,
-    body: String,
-) -> support::TestResponse {
-    registry
-        .request(method, uri, &[("X-Consul-Token", token)], body)
-        .await
-}
-
-/// A token whose only policy has `rules`.
-async fn token_with_rules(registry: &TestRegistry, rules: &str) -> String {
-    let name = format!("p-{}", uuid::Uuid::new_v4().simple());
-    let policy = as_token(
-        registry,
-        http::Method::PUT,
-        "/v1/acl/policy",
-        ROOT,
-        json!({"Name": name, "Rules": rules}).to_string(),
-    )
-    .await;
-    policy.assert_status(200);
-    let token = as_token(
-        registry,
-        http::Method::PUT,
-        "/v1/acl/token",
-        ROOT,
-        json!({"Policies": [{"ID": policy.json()["ID"]}]}).to_string(),
-    )
-    .await;
-    token.assert_status(200);
-    token.json()["SecretID"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn health_lists_drop_what_the_token_may_not_read() {
-    let registry = acl_registry().await;
+    let registry = TestRegistry::with_acl().await;
     for (node, service) in [("n1", "web"), ("n2", "db")] {
-        as_token(
-            &registry,
-            http::Method::PUT,
-            "/v1/catalog/register",
-            ROOT,
-            json!({"Node": node, "Address": "10.0.0.1", "Service": {"Service": service},
+        registry
+            .as_token(
+                http::Method::PUT,
+                "/v1/catalog/register",
+                ROOT,
+                json!({"Node": node, "Address": "10.0.0.1", "Service": {"Service": service},
                    "Check": {"CheckID": format!("{service}-alive"), "Name": "alive",
                              "Status": "passing", "ServiceID": service}})
-            .to_string(),
-        )
-        .await
-        .assert_status(200);
+                .to_string(),
+            )
+            .await
+            .assert_status(200);
     }
-    let token = token_with_rules(
-        &registry,
-        r#"
+    let token = registry
+        .token_with_rules(
+            r#"
 node_prefix "" { policy = "read" }
 service "web" { policy = "read" }
 "#,
-    )
-    .await;
-    let get =
-        |uri: &'static str| as_token(&registry, http::Method::GET, uri, &token, String::new());
+        )
+        .await;
+    let get = |uri: &'static str| registry.as_token(http::Method::GET, uri, &token, String::new());
 
     let any = get("/v1/health/state/any").await;
     any.assert_status(200);
