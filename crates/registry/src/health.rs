@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State as AxumState};
 use serde_json::{Value, json};
+use storage::KeyRange;
 
 use crate::acl::{Access, Authz, Resource};
 use crate::domain::catalog::service_instances;
@@ -62,6 +63,28 @@ fn filter_checks(
     (out, filtered)
 }
 
+/// A blocking read of the checks in `range` that pass `keep` and `?filter=`, ACL-filtered.
+async fn read_checks(
+    state: &State,
+    authz: &Authz,
+    query: &QueryParams,
+    range: KeyRange,
+    keep: impl Fn(&CheckRecord) -> bool,
+) -> Result<Indexed<Vec<Value>>, Error> {
+    let options = query.options(state)?;
+    let filter = filter_param(query)?;
+    let ((checks, filtered), index) = options
+        .read(state.storage(), range.clone(), || async {
+            let checks: Vec<Stored<CheckRecord>> =
+                scan_records(state.storage(), range.clone()).await?;
+            let (mut out, filtered) = filter_checks(authz, &checks, &keep);
+            apply_filter(filter.as_ref(), &mut out);
+            Ok((out, filtered))
+        })
+        .await?;
+    Ok(Indexed::new(index, checks).filtered(filtered))
+}
+
 /// `GET /v1/health/node/:node`: the checks of a node (`[]` when unknown). Blocking.
 pub(crate) async fn list_node_checks(
     AxumState(state): AxumState<State>,
@@ -69,26 +92,11 @@ pub(crate) async fn list_node_checks(
     Path(node): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
-    let options = query.options(&state)?;
-    let filter = filter_param(&query)?;
-    let range = if valid_key_part(&node) {
-        node_checks_range(&node)
-    } else {
-        checks_range()
-    };
-    let ((checks, filtered), index) = options
-        .read(state.storage(), range.clone(), || async {
-            if !valid_key_part(&node) {
-                return Ok((Vec::new(), false));
-            }
-            let checks: Vec<Stored<CheckRecord>> =
-                scan_records(state.storage(), range.clone()).await?;
-            let (mut out, filtered) = filter_checks(&authz, &checks, |_| true);
-            apply_filter(filter.as_ref(), &mut out);
-            Ok((out, filtered))
-        })
-        .await?;
-    Ok(Indexed::new(index, checks).filtered(filtered))
+    if !valid_key_part(&node) {
+        // No such node can exist: nothing, at the index of every check.
+        return read_checks(&state, &authz, &query, checks_range(), |_| false).await;
+    }
+    read_checks(&state, &authz, &query, node_checks_range(&node), |_| true).await
 }
 
 /// `GET /v1/health/checks/:service`: the checks of every instance of a service. Blocking.
@@ -98,20 +106,10 @@ pub(crate) async fn list_service_checks(
     Path(service): Path<String>,
     query: QueryParams,
 ) -> Result<Indexed<Vec<Value>>, Error> {
-    let options = query.options(&state)?;
-    let filter = filter_param(&query)?;
-    let ((checks, filtered), index) = options
-        .read(state.storage(), checks_range(), || async {
-            let checks: Vec<Stored<CheckRecord>> =
-                scan_records(state.storage(), checks_range()).await?;
-            let keep =
-                |check: &CheckRecord| !check.service_id.is_empty() && check.service_name == service;
-            let (mut out, filtered) = filter_checks(&authz, &checks, keep);
-            apply_filter(filter.as_ref(), &mut out);
-            Ok((out, filtered))
-        })
-        .await?;
-    Ok(Indexed::new(index, checks).filtered(filtered))
+    read_checks(&state, &authz, &query, checks_range(), |check| {
+        !check.service_id.is_empty() && check.service_name == service
+    })
+    .await
 }
 
 /// `GET /v1/health/state/:state`: every check in a state (`any`, `passing`, `warning`,
@@ -130,19 +128,10 @@ pub(crate) async fn list_checks_in_state(
                 .ok_or_else(|| Error::BadRequest(format!("Invalid check state {other:?}")))?,
         ),
     };
-    let options = query.options(&state)?;
-    let filter = filter_param(&query)?;
-    let ((checks, filtered), index) = options
-        .read(state.storage(), checks_range(), || async {
-            let checks: Vec<Stored<CheckRecord>> =
-                scan_records(state.storage(), checks_range()).await?;
-            let keep = |check: &CheckRecord| wanted.is_none_or(|status| check.status == status);
-            let (mut out, filtered) = filter_checks(&authz, &checks, keep);
-            apply_filter(filter.as_ref(), &mut out);
-            Ok((out, filtered))
-        })
-        .await?;
-    Ok(Indexed::new(index, checks).filtered(filtered))
+    read_checks(&state, &authz, &query, checks_range(), |check| {
+        wanted.is_none_or(|status| check.status == status)
+    })
+    .await
 }
 
 /// `GET /v1/health/service/:service`: each instance of a service with its node and the checks

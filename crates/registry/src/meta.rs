@@ -215,19 +215,8 @@ pub(crate) fn resolve_namespace(
     headers: &HeaderMap,
     token_namespace: Option<&str>,
 ) -> Result<Namespace, Error> {
-    let named = query
-        .get("ns")
-        .filter(|ns| !ns.is_empty())
-        .map(str::to_owned)
-        .or_else(|| {
-            headers
-                .get(NAMESPACE_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .filter(|ns| !ns.is_empty())
-                .map(str::to_owned)
-        })
-        .or_else(|| token_namespace.map(str::to_owned));
-    match named.as_deref() {
+    let named = requested_namespace(query, headers).or(token_namespace);
+    match named {
         None => Ok(Namespace::One(DEFAULT_NAMESPACE.to_owned())),
         Some("*") => Ok(Namespace::All),
         Some(name) if valid_namespace(name) => Ok(Namespace::One(name.to_owned())),
@@ -235,8 +224,22 @@ pub(crate) fn resolve_namespace(
     }
 }
 
+/// The namespace a request names itself: `ns`, then `X-Registry-Namespace` (or its
+/// `X-Consul-Namespace` alias); empty values count as absent.
+pub(crate) fn requested_namespace<'a>(
+    query: &'a QueryParams,
+    headers: &'a HeaderMap,
+) -> Option<&'a str> {
+    query.get("ns").filter(|ns| !ns.is_empty()).or_else(|| {
+        headers
+            .get(NAMESPACE_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .filter(|ns| !ns.is_empty())
+    })
+}
+
 /// Namespace names: 1 to 64 of `a-z A-Z 0-9 - _` (they become storage key segments).
-fn valid_namespace(name: &str) -> bool {
+pub(crate) fn valid_namespace(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Authz, decode_body, ensure_enabled, fold_keys};
 use crate::domain::acl::{self as domain, LinkRequest, TokenWrite};
-use crate::meta::{Indexed, NAMESPACE_HEADER, QueryParams};
+use crate::meta::{Indexed, QueryParams, requested_namespace, valid_namespace};
 use crate::store::Stored;
 use crate::store::acl::{self as store, TokenRecord};
 use crate::{Error, State};
@@ -206,29 +206,6 @@ impl TokenBody {
     }
 }
 
-/// Namespace names: 1 to 64 of `a-z A-Z 0-9 - _` (as `meta.rs` accepts them).
-fn valid_namespace(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// The namespace a request names without a body: `ns`, then `X-Registry-Namespace`.
-fn requested_namespace(query: &QueryParams, headers: &HeaderMap) -> Option<String> {
-    query
-        .get("ns")
-        .filter(|ns| !ns.is_empty())
-        .map(str::to_owned)
-        .or_else(|| {
-            headers
-                .get(NAMESPACE_HEADER)
-                .and_then(|value| value.to_str().ok())
-                .filter(|ns| !ns.is_empty())
-                .map(str::to_owned)
-        })
-}
-
 /// `PUT /v1/acl/token`: creates a token.
 pub(crate) async fn create_token(
     AxumState(state): AxumState<State>,
@@ -240,7 +217,8 @@ pub(crate) async fn create_token(
     ensure_enabled(&state)?;
     authz.require_management("acl:write")?;
     query.options(&state)?;
-    let write = TokenBody::decode(&bytes)?.into_write(requested_namespace(&query, &headers))?;
+    let write = TokenBody::decode(&bytes)?
+        .into_write(requested_namespace(&query, &headers).map(str::to_owned))?;
     let stored = domain::create_token(
         state.storage(),
         &state.config().datacenter,
