@@ -1,7 +1,7 @@
 //! Blocking queries, the Consul/Nomad long poll: `GET ...?index=N&wait=5m` answers once what
 //! the query reads has an index greater than `N`, or when the wait runs out.
 //!
-//! A handler parses the parameters with [`BlockingParams::parse`] (usually through
+//! A handler parses the parameters into a [`BlockingParams`] (usually through
 //! [`QueryParams::blocking`](crate::query::QueryParams::blocking)) and runs its read through
 //! [`block_range`] (the index is the last change to the range the read watches), [`block`] (the
 //! read computes its own index) or, for state kept in memory and published through a
@@ -14,107 +14,23 @@
 //! - A wake-up that does not move the query's index (a write elsewhere in the range) just loops;
 //!   the deadline is fixed once, at the start.
 //! - The returned index is never 0 (1 instead, as Consul does), so clients never spin.
-//! - `wait` is capped at [`MAX_WAIT`]; a missing or zero wait means [`DEFAULT_WAIT`]; the
-//!   deadline gets up to `wait / 16` of random jitter, as Consul adds, so that clients woken
-//!   together do not return together forever.
+//! - The deadline gets up to `wait / 16` of random jitter, as Consul adds, so that clients woken
+//!   together do not return together forever (the wait itself is capped when it is parsed:
+//!   `query::MAX_WAIT`).
 
 use std::future::Future;
 use std::time::Duration;
 
 use rand::Rng;
-use serde::Deserialize;
 use storage::{KeyRange, Storage};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::query::QueryError;
-
-/// The wait when the client gives none (or zero), as in Consul and Nomad.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(5 * 60);
-
-/// The longest wait honored, as in Consul and Nomad; longer ones are cut to this.
-pub const MAX_WAIT: Duration = Duration::from_secs(10 * 60);
+use crate::query::BlockingParams;
 
 /// The jitter added to a wait is at most `wait / JITTER_FRACTION` (Consul's value).
 const JITTER_FRACTION: u32 = 16;
-
-/// The `index` and `wait` query parameters of a blocking query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockingParams {
-    /// The index the client already has; 0 means "do not block".
-    pub index: u64,
-    /// How long to wait for a newer index, without jitter; at most [`MAX_WAIT`].
-    pub wait: Duration,
-}
-
-impl Default for BlockingParams {
-    fn default() -> BlockingParams {
-        BlockingParams {
-            index: 0,
-            wait: DEFAULT_WAIT,
-        }
-    }
-}
-
-impl BlockingParams {
-    /// Parses the raw `index` and `wait` values. `index` is a non-negative integer (missing or
-    /// empty: 0). `wait` is a Go duration (`"20ms"`, `"10s"`, `"5m"`, `"1m30s"`) or a bare
-    /// number of seconds; missing, empty or zero means [`DEFAULT_WAIT`], and anything above
-    /// [`MAX_WAIT`] is cut to it.
-    pub fn parse(index: Option<&str>, wait: Option<&str>) -> Result<BlockingParams, QueryError> {
-        let index = match index.map(str::trim) {
-            None | Some("") => 0,
-            Some(index) => index.parse::<u64>().map_err(|_| QueryError::InvalidIndex {
-                raw: index.to_owned(),
-            })?,
-        };
-        let wait = match wait.map(str::trim) {
-            None | Some("") => DEFAULT_WAIT,
-            Some(wait) => parse_wait(wait)?,
-        };
-        Ok(BlockingParams { index, wait })
-    }
-
-    /// Whether the client asked to block (a non-zero index).
-    pub fn is_blocking(&self) -> bool {
-        self.index > 0
-    }
-}
-
-fn parse_wait(wait: &str) -> Result<Duration, QueryError> {
-    let bare_seconds = wait
-        .bytes()
-        .all(|byte| byte.is_ascii_digit() || byte == b'.');
-    let invalid = |cause| QueryError::InvalidWait {
-        raw: wait.to_owned(),
-        cause,
-    };
-    let parsed = if bare_seconds {
-        stdx::duration::parse_go(&format!("{wait}s")).map_err(|_| invalid(None))?
-    } else {
-        stdx::duration::parse_go(wait).map_err(|err| invalid(Some(err)))?
-    };
-    Ok(if parsed.is_zero() {
-        DEFAULT_WAIT
-    } else {
-        parsed.min(MAX_WAIT)
-    })
-}
-
-/// The blocking-query parameters as a query-string struct, for `#[serde(flatten)]` into a
-/// handler's query type or use on its own with [`ApiQuery`](crate::ApiQuery).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct BlockingQuery {
-    pub index: Option<String>,
-    pub wait: Option<String>,
-}
-
-impl BlockingQuery {
-    pub fn params(&self) -> Result<BlockingParams, QueryError> {
-        BlockingParams::parse(self.index.as_deref(), self.wait.as_deref())
-    }
-}
 
 /// Runs `query` as a blocking query over the keys in `range`; returns its value and index.
 ///
@@ -273,6 +189,7 @@ mod tests {
     use storage::{MemStorage, StorageExt};
 
     use super::*;
+    use crate::query::MAX_WAIT;
 
     const PREFIX: &str = "registry/kv/";
 
@@ -299,79 +216,6 @@ mod tests {
         .unwrap();
         assert_eq!(value.max(1), index);
         (index, started.elapsed())
-    }
-
-    #[track_caller]
-    fn check_parse(
-        index: Option<&str>,
-        wait: Option<&str>,
-        expected: Result<(u64, Duration), &str>,
-    ) {
-        let parsed = BlockingParams::parse(index, wait)
-            .map(|p| (p.index, p.wait))
-            .map_err(|err| err.to_string());
-        assert_eq!(
-            parsed,
-            expected.map_err(str::to_owned),
-            "index {index:?}, wait {wait:?}"
-        );
-    }
-
-    #[test]
-    fn parse_defaults_to_no_index_and_five_minutes() {
-        check_parse(None, None, Ok((0, DEFAULT_WAIT)));
-        check_parse(Some(""), Some(""), Ok((0, DEFAULT_WAIT)));
-    }
-
-    #[test]
-    fn parse_accepts_go_durations_and_bare_seconds() {
-        check_parse(
-            Some("42"),
-            Some("20ms"),
-            Ok((42, Duration::from_millis(20))),
-        );
-        check_parse(Some("1"), Some("10s"), Ok((1, Duration::from_secs(10))));
-        check_parse(Some("1"), Some("5m"), Ok((1, Duration::from_secs(300))));
-        check_parse(Some("1"), Some("1m30s"), Ok((1, Duration::from_secs(90))));
-        check_parse(Some("1"), Some("30"), Ok((1, Duration::from_secs(30))));
-        check_parse(Some("1"), Some("1.5"), Ok((1, Duration::from_millis(1500))));
-    }
-
-    #[test]
-    fn parse_caps_wait_at_ten_minutes() {
-        check_parse(Some("1"), Some("1h"), Ok((1, MAX_WAIT)));
-        check_parse(Some("1"), Some("3600"), Ok((1, MAX_WAIT)));
-    }
-
-    #[test]
-    fn parse_zero_wait_means_default() {
-        check_parse(Some("1"), Some("0"), Ok((1, DEFAULT_WAIT)));
-        check_parse(Some("1"), Some("0s"), Ok((1, DEFAULT_WAIT)));
-    }
-
-    #[test]
-    fn parse_rejects_bad_values() {
-        check_parse(
-            Some("abc"),
-            None,
-            Err(r#"invalid index "abc": must be a non-negative integer"#),
-        );
-        check_parse(
-            Some("-1"),
-            None,
-            Err(r#"invalid index "-1": must be a non-negative integer"#),
-        );
-        check_parse(
-            None,
-            Some("soon"),
-            Err(r#"invalid wait "soon": expected a number"#),
-        );
-        check_parse(
-            None,
-            Some("5x"),
-            Err(r#"invalid wait "5x": unknown unit "x""#),
-        );
-        check_parse(None, Some("1.2.3"), Err(r#"invalid wait "1.2.3""#));
     }
 
     #[tokio::test]
@@ -444,12 +288,6 @@ mod tests {
             .await
             .unwrap();
         assert!(started.elapsed() < Duration::from_secs(5));
-    }
-
-    #[test]
-    fn blocking_query_struct_parses_from_a_query_string() {
-        let query: BlockingQuery = serde_urlencoded::from_str("index=7&wait=1m&recurse").unwrap();
-        assert_eq!(query.params(), Ok(params(7, Duration::from_secs(60))));
     }
 
     #[test]

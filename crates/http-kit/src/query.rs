@@ -1,27 +1,28 @@
 //! Consul's and Nomad's query options and read answers, implemented once: [`QueryParams`] (the
-//! query string as Go's `url.Values` reads it), [`QueryError`] (why a shared option was
-//! refused, typed, so each service words it its own way), and [`Indexed`] (a read's JSON body
-//! with the index headers, under the service's header names, [`QueryHeaders`]).
+//! query string as Go's `url.Values` reads it), [`BlockingParams`] (`index` and `wait`),
+//! [`QueryError`] (why a shared option was refused, typed, so each service words it its own
+//! way), and [`Indexed`] (a read's JSON body with the index headers, under the service's header
+//! names, [`QueryHeaders`]).
 //!
 //! Where it sits: the registry (Consul) and the scheduler (Nomad) wrap [`QueryParams`] in their
 //! own extractor (their error type, their options: `dc`, `ns`, `namespace`, paging) and answer
-//! reads with [`Indexed`]; the blocking part (`index`, `wait`) is [`crate::blocking`].
+//! reads with [`Indexed`]; the long poll itself is [`crate::blocking`].
 //!
 //! Invariants:
 //! - A repeated parameter reads as its FIRST value, as Go's `url.Values.Get` (which both
 //!   upstreams use) does; [`QueryParams::get_all`] gives every value.
 //! - A parameter given without a value (`?recurse`) is present, with the empty value.
 //! - An index sent is never 0 (1 instead), so clients never spin.
+//! - `wait` is capped at [`MAX_WAIT`]; a missing or zero wait means [`DEFAULT_WAIT`].
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue};
-use serde::Serialize;
-
-use crate::blocking::BlockingParams;
+use serde::{Deserialize, Serialize};
 
 /// The query string as ordered `(name, value)` pairs, form-decoded (`+` is a space, as
 /// py-consul and python-nomad send it).
@@ -109,6 +110,89 @@ pub fn lenient_bool(raw: Option<&str>) -> bool {
         Some("") => true,
         Some(raw) => stdx::strconv::parse_bool(raw).unwrap_or(false),
         None => false,
+    }
+}
+
+/// The wait when the client gives none (or zero), as in Consul and Nomad.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(5 * 60);
+
+/// The longest wait honored, as in Consul and Nomad; longer ones are cut to this.
+pub const MAX_WAIT: Duration = Duration::from_secs(10 * 60);
+
+/// The `index` and `wait` query parameters of a blocking query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockingParams {
+    /// The index the client already has; 0 means "do not block".
+    pub index: u64,
+    /// How long to wait for a newer index, without jitter; at most [`MAX_WAIT`].
+    pub wait: Duration,
+}
+
+impl Default for BlockingParams {
+    fn default() -> BlockingParams {
+        BlockingParams {
+            index: 0,
+            wait: DEFAULT_WAIT,
+        }
+    }
+}
+
+impl BlockingParams {
+    /// Parses the raw `index` and `wait` values. `index` is a non-negative integer (missing or
+    /// empty: 0). `wait` is a Go duration (`"20ms"`, `"10s"`, `"5m"`, `"1m30s"`) or a bare
+    /// number of seconds; missing, empty or zero means [`DEFAULT_WAIT`], and anything above
+    /// [`MAX_WAIT`] is cut to it.
+    pub fn parse(index: Option<&str>, wait: Option<&str>) -> Result<BlockingParams, QueryError> {
+        let index = match index.map(str::trim) {
+            None | Some("") => 0,
+            Some(index) => index.parse::<u64>().map_err(|_| QueryError::InvalidIndex {
+                raw: index.to_owned(),
+            })?,
+        };
+        let wait = match wait.map(str::trim) {
+            None | Some("") => DEFAULT_WAIT,
+            Some(wait) => parse_wait(wait)?,
+        };
+        Ok(BlockingParams { index, wait })
+    }
+
+    /// Whether the client asked to block (a non-zero index).
+    pub fn is_blocking(&self) -> bool {
+        self.index > 0
+    }
+}
+
+fn parse_wait(wait: &str) -> Result<Duration, QueryError> {
+    let bare_seconds = wait
+        .bytes()
+        .all(|byte| byte.is_ascii_digit() || byte == b'.');
+    let invalid = |cause| QueryError::InvalidWait {
+        raw: wait.to_owned(),
+        cause,
+    };
+    let parsed = if bare_seconds {
+        stdx::duration::parse_go(&format!("{wait}s")).map_err(|_| invalid(None))?
+    } else {
+        stdx::duration::parse_go(wait).map_err(|err| invalid(Some(err)))?
+    };
+    Ok(if parsed.is_zero() {
+        DEFAULT_WAIT
+    } else {
+        parsed.min(MAX_WAIT)
+    })
+}
+
+/// The blocking-query parameters as a query-string struct, for `#[serde(flatten)]` into a
+/// handler's query type or use on its own with [`ApiQuery`](crate::ApiQuery).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct BlockingQuery {
+    pub index: Option<String>,
+    pub wait: Option<String>,
+}
+
+impl BlockingQuery {
+    pub fn params(&self) -> Result<BlockingParams, QueryError> {
+        BlockingParams::parse(self.index.as_deref(), self.wait.as_deref())
     }
 }
 
@@ -242,8 +326,6 @@ pub fn set_leader<H: QueryHeaders>(headers: &mut HeaderMap) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     struct Test;
@@ -254,6 +336,91 @@ mod tests {
         const LAST_CONTACT: &'static str = "x-test-lastcontact";
         const RESULTS_FILTERED: Option<&'static str> = Some("x-test-filtered");
         const NEXT_TOKEN: Option<&'static str> = Some("x-test-nexttoken");
+    }
+
+    #[track_caller]
+    fn check_parse(
+        index: Option<&str>,
+        wait: Option<&str>,
+        expected: Result<(u64, Duration), &str>,
+    ) {
+        let parsed = BlockingParams::parse(index, wait)
+            .map(|p| (p.index, p.wait))
+            .map_err(|err| err.to_string());
+        assert_eq!(
+            parsed,
+            expected.map_err(str::to_owned),
+            "index {index:?}, wait {wait:?}"
+        );
+    }
+
+    #[test]
+    fn parse_defaults_to_no_index_and_five_minutes() {
+        check_parse(None, None, Ok((0, DEFAULT_WAIT)));
+        check_parse(Some(""), Some(""), Ok((0, DEFAULT_WAIT)));
+    }
+
+    #[test]
+    fn parse_accepts_go_durations_and_bare_seconds() {
+        check_parse(
+            Some("42"),
+            Some("20ms"),
+            Ok((42, Duration::from_millis(20))),
+        );
+        check_parse(Some("1"), Some("10s"), Ok((1, Duration::from_secs(10))));
+        check_parse(Some("1"), Some("5m"), Ok((1, Duration::from_secs(300))));
+        check_parse(Some("1"), Some("1m30s"), Ok((1, Duration::from_secs(90))));
+        check_parse(Some("1"), Some("30"), Ok((1, Duration::from_secs(30))));
+        check_parse(Some("1"), Some("1.5"), Ok((1, Duration::from_millis(1500))));
+    }
+
+    #[test]
+    fn parse_caps_wait_at_ten_minutes() {
+        check_parse(Some("1"), Some("1h"), Ok((1, MAX_WAIT)));
+        check_parse(Some("1"), Some("3600"), Ok((1, MAX_WAIT)));
+    }
+
+    #[test]
+    fn parse_zero_wait_means_default() {
+        check_parse(Some("1"), Some("0"), Ok((1, DEFAULT_WAIT)));
+        check_parse(Some("1"), Some("0s"), Ok((1, DEFAULT_WAIT)));
+    }
+
+    #[test]
+    fn parse_rejects_bad_values() {
+        check_parse(
+            Some("abc"),
+            None,
+            Err(r#"invalid index "abc": must be a non-negative integer"#),
+        );
+        check_parse(
+            Some("-1"),
+            None,
+            Err(r#"invalid index "-1": must be a non-negative integer"#),
+        );
+        check_parse(
+            None,
+            Some("soon"),
+            Err(r#"invalid wait "soon": expected a number"#),
+        );
+        check_parse(
+            None,
+            Some("5x"),
+            Err(r#"invalid wait "5x": unknown unit "x""#),
+        );
+        check_parse(None, Some("1.2.3"), Err(r#"invalid wait "1.2.3""#));
+    }
+
+    #[test]
+    fn blocking_query_struct_parses_from_a_query_string() {
+        let query: BlockingQuery = serde_urlencoded::from_str("index=7&wait=1m&recurse").unwrap();
+        assert_eq!(
+            query.params(),
+            Ok(BlockingParams {
+                index: 7,
+                wait: Duration::from_secs(60)
+            })
+        );
     }
 
     fn query(raw: &str) -> QueryParams {

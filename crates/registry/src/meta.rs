@@ -22,7 +22,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use http::HeaderMap;
 use http::request::Parts;
-use http_kit::blocking::BlockingParams;
+use http_kit::query::BlockingParams;
 use http_kit::query::{QueryError, QueryHeaders};
 use storage::{KeyRange, Storage};
 use tokio_util::sync::CancellationToken;

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use http_kit::blocking::BlockingParams;
+use http_kit::query::BlockingParams;
 
 use crate::state::Snapshot;
 use crate::{Error, State};

@@ -23,7 +23,7 @@ use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use http::request::Parts;
-use http_kit::blocking::BlockingParams;
+use http_kit::query::BlockingParams;
 use http_kit::query::{QueryError, QueryHeaders};
 use serde::Serialize;
 use serde_json::Value;
