@@ -1,103 +1,38 @@
-//! The `kv` secrets engine, version 1 (Vault's `vault-plugin-secrets-kv` passthrough backend):
-//! read, write, delete and list JSON objects at any path under its mount.
+//! The `kv` secrets engine (Vault's `vault-plugin-secrets-kv`), in both of its versions:
 //!
-//! - write (`POST`/`PUT` any path) stores the request data as-is (a JSON object) → 204; no
-//!   data → 400 `missing data fields`; the mount root or a path ending in `/` → 400.
-//! - read → `data` exactly as stored; missing → `None` (404).
-//! - delete → 204 whether or not it existed.
-//! - list (`LIST` or `GET ?list=true`; the path is `""` or ends in `/`) → sorted immediate
-//!   children, sub-directories ending in `/`; none → `None` (404).
-//! - existence check: a write is `create` when nothing is stored at the path, else `update`.
+//! - version 1 ([`v1`], the passthrough backend): one JSON object per path, written over in
+//!   place;
+//! - version 2 ([`v2`], the versioned backend): every write is a new numbered version, with
+//!   per-key metadata, soft delete, undelete, destroy, check-and-set and the `data/`,
+//!   `metadata/`, `delete/`, `undelete/`, `destroy/`, `subkeys/` and `config` paths.
 //!
-//! Storage keys: the request path itself (relative to the mount), the value the JSON of the
-//! data. Options: `version` may be absent, `""` or `"1"`; any other version is refused at
-//! mount time (only version 1 exists here).
+//! Where it sits: the core (`crates/secrets`) builds one engine per mount through [`factory`],
+//! handing it the mount's barrier-encrypted storage view, its `options` and the store's clock;
+//! it then calls [`secrets_sdk::Engine::handle`] with paths relative to the mount.
 //!
-//! Not done (Vault's kv v1 does it): a stored `ttl`/`lease` field is returned as a
-//! `lease_duration` hint without a lease; here `lease_duration` stays 0 (the SDK has no field
-//! for an unleased TTL hint).
+//! The mount option `version` picks the backend: absent, `""` or `"1"` is version 1, `"2"` is
+//! version 2; anything else is refused with a 400 when mounting. A version 1 mount tuned to
+//! version 2 is upgraded in place the first time the version 2 engine serves a request (its
+//! secrets become version 1 of each key), as Vault does.
+//!
+//! Invariants: an engine reaches storage only through its view; version 2 keeps every record
+//! of its own under one prefix ([`v2`]'s `store.rs`), so the two layouts never overlap.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use secrets_sdk::{
-    Data, Engine, EngineConfig, EngineError, EngineStorage, Operation, Request, Response,
-};
+use secrets_sdk::{Engine, EngineConfig, EngineError};
 
-/// Builds a kv engine for one mount.
+pub mod v1;
+pub mod v2;
+
+/// Builds a kv engine for one mount: version 1 or 2 after the mount's `version` option.
 pub fn factory(config: EngineConfig) -> Result<Arc<dyn Engine>, EngineError> {
     match config.options.get("version").map(String::as_str) {
-        None | Some("" | "1") => {}
-        Some(other) => {
-            return Err(EngineError::BadRequest(format!(
-                "kv version {other:?} is not supported: only version 1 is available"
-            )));
-        }
-    }
-    Ok(Arc::new(KvEngine {
-        storage: config.storage,
-    }))
-}
-
-/// A kv version 1 mount.
-#[derive(Debug)]
-pub struct KvEngine {
-    storage: Arc<dyn EngineStorage>,
-}
-
-impl KvEngine {
-    async fn read(&self, path: &str) -> Result<Option<Response>, EngineError> {
-        let Some(bytes) = self.storage.get(path).await? else {
-            return Ok(None);
-        };
-        let data: Data = serde_json::from_slice(&bytes).map_err(|err| {
-            EngineError::Internal(format!("json decoding failed for {path:?}: {err}"))
-        })?;
-        Ok(Some(Response::data(data)))
-    }
-
-    async fn write(&self, path: &str, data: &Data) -> Result<Option<Response>, EngineError> {
-        if path.is_empty() || path.ends_with('/') {
-            return Err(EngineError::BadRequest(
-                "cannot write to a path ending in '/'".to_owned(),
-            ));
-        }
-        if data.is_empty() {
-            return Err(EngineError::BadRequest("missing data fields".to_owned()));
-        }
-        let bytes = serde_json::to_vec(data)
-            .map_err(|err| EngineError::Internal(format!("json encoding failed: {err}")))?;
-        self.storage.put(path, &bytes).await?;
-        Ok(None)
-    }
-
-    async fn list(&self, path: &str) -> Result<Option<Response>, EngineError> {
-        let keys = self.storage.list(path).await?;
-        if keys.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Response::list(keys)))
-    }
-}
-
-#[async_trait]
-impl Engine for KvEngine {
-    async fn handle(&self, request: Request) -> Result<Option<Response>, EngineError> {
-        let path = request.path.as_str();
-        match request.operation {
-            Operation::Read => self.read(path).await,
-            Operation::Create | Operation::Update => self.write(path, &request.data).await,
-            Operation::Delete => {
-                self.storage.delete(path).await?;
-                Ok(None)
-            }
-            Operation::List => self.list(path).await,
-            Operation::Patch => Err(EngineError::UnsupportedOperation),
-        }
-    }
-
-    async fn exists(&self, request: &Request) -> Result<Option<bool>, EngineError> {
-        Ok(Some(self.storage.get(&request.path).await?.is_some()))
+        None | Some("" | "1") => Ok(Arc::new(v1::KvEngine::new(config.storage))),
+        Some("2") => Ok(Arc::new(v2::KvV2Engine::new(config.storage, config.clock))),
+        Some(other) => Err(EngineError::BadRequest(format!(
+            "invalid version provided: {other}"
+        ))),
     }
 }
 
@@ -105,163 +40,32 @@ impl Engine for KvEngine {
 mod tests {
     use std::collections::BTreeMap;
 
-    use secrets_sdk::testing::{MemEngineStorage, engine_with_mem_storage};
-    use serde_json::{Value, json};
+    use secrets_sdk::testing::MemEngineStorage;
 
     use super::*;
 
-    fn engine() -> (Arc<dyn Engine>, Arc<MemEngineStorage>) {
-        engine_with_mem_storage(factory, "secret/").unwrap()
-    }
-
-    fn data(value: Value) -> Data {
-        value.as_object().unwrap().clone()
-    }
-
-    async fn call(
-        engine: &Arc<dyn Engine>,
-        op: Operation,
-        path: &str,
-        body: Value,
-    ) -> Result<Option<Response>, EngineError> {
-        engine
-            .handle(Request::new(op, path).with_data(data(body)))
-            .await
-    }
-
-    #[tokio::test]
-    async fn write_then_read_returns_the_data_as_stored() {
-        let (engine, storage) = engine();
-        let body = json!({"password": "hunter2", "n": 3, "nested": {"a": [1, null]}});
-        assert_eq!(
-            call(&engine, Operation::Create, "app/db", body.clone()).await,
-            Ok(None)
-        );
-        assert_eq!(storage.keys(), vec!["app/db"]);
-        let read = call(&engine, Operation::Read, "app/db", json!({}))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(Value::Object(read.data.unwrap()), body);
-    }
-
-    #[tokio::test]
-    async fn update_replaces_the_whole_secret() {
-        let (engine, _) = engine();
-        call(&engine, Operation::Create, "a", json!({"x": 1, "y": 2}))
-            .await
-            .unwrap();
-        call(&engine, Operation::Update, "a", json!({"z": 3}))
-            .await
-            .unwrap();
-        let read = call(&engine, Operation::Read, "a", json!({}))
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(Value::Object(read.data.unwrap()), json!({"z": 3}));
-    }
-
-    #[tokio::test]
-    async fn read_of_a_missing_secret_is_none() {
-        let (engine, _) = engine();
-        assert_eq!(
-            call(&engine, Operation::Read, "nope", json!({})).await,
-            Ok(None)
-        );
-    }
-
-    #[tokio::test]
-    async fn write_without_data_is_400() {
-        let (engine, _) = engine();
-        assert_eq!(
-            call(&engine, Operation::Update, "a", json!({})).await,
-            Err(EngineError::BadRequest("missing data fields".to_owned()))
-        );
-        assert!(matches!(
-            call(&engine, Operation::Update, "dir/", json!({"a": 1})).await,
-            Err(EngineError::BadRequest(_))
-        ));
-    }
-
-    #[tokio::test]
-    async fn delete_removes_and_is_idempotent() {
-        let (engine, storage) = engine();
-        call(&engine, Operation::Create, "a", json!({"x": 1}))
-            .await
-            .unwrap();
-        assert_eq!(
-            call(&engine, Operation::Delete, "a", json!({})).await,
-            Ok(None)
-        );
-        assert!(storage.keys().is_empty());
-        assert_eq!(
-            call(&engine, Operation::Delete, "a", json!({})).await,
-            Ok(None)
-        );
-    }
-
-    #[tokio::test]
-    async fn list_returns_children_and_none_when_empty() {
-        let (engine, _) = engine();
-        assert_eq!(
-            call(&engine, Operation::List, "", json!({})).await,
-            Ok(None)
-        );
-        for path in ["a", "b/c", "b/d/e"] {
-            call(&engine, Operation::Create, path, json!({"v": 1}))
-                .await
-                .unwrap();
-        }
-        let keys = |r: Option<Response>| r.unwrap().data.unwrap()["keys"].clone();
-        assert_eq!(
-            keys(call(&engine, Operation::List, "", json!({})).await.unwrap()),
-            json!(["a", "b/"])
-        );
-        assert_eq!(
-            keys(
-                call(&engine, Operation::List, "b/", json!({}))
-                    .await
-                    .unwrap()
-            ),
-            json!(["c", "d/"])
-        );
-        assert_eq!(
-            call(&engine, Operation::List, "zz/", json!({})).await,
-            Ok(None)
-        );
-    }
-
-    #[tokio::test]
-    async fn existence_check_tells_create_from_update() {
-        let (engine, _) = engine();
-        let req = Request::new(Operation::Update, "a");
-        assert_eq!(engine.exists(&req).await, Ok(Some(false)));
-        call(&engine, Operation::Create, "a", json!({"x": 1}))
-            .await
-            .unwrap();
-        assert_eq!(engine.exists(&req).await, Ok(Some(true)));
-    }
-
-    #[tokio::test]
-    async fn patch_is_unsupported_in_version_1() {
-        let (engine, _) = engine();
-        assert_eq!(
-            call(&engine, Operation::Patch, "a", json!({"x": 1})).await,
-            Err(EngineError::UnsupportedOperation)
-        );
-    }
-
-    #[test]
-    fn only_version_1_can_be_mounted() {
-        let config = |version: Option<&str>| EngineConfig {
+    fn config(version: Option<&str>) -> EngineConfig {
+        EngineConfig {
             mount_point: "kv/".to_owned(),
             storage: Arc::new(MemEngineStorage::default()),
             options: version
                 .map(|v| BTreeMap::from([("version".to_owned(), v.to_owned())]))
                 .unwrap_or_default(),
-        };
-        assert!(factory(config(None)).is_ok());
-        assert!(factory(config(Some("1"))).is_ok());
-        assert!(factory(config(Some("2"))).is_err());
+            clock: Arc::new(stdx::clock::SystemClock),
+        }
+    }
+
+    #[test]
+    fn version_option_picks_the_backend_and_refuses_others() {
+        for version in [None, Some(""), Some("1")] {
+            let engine = factory(config(version)).unwrap();
+            assert!(format!("{engine:?}").starts_with("KvEngine"), "{version:?}");
+        }
+        let engine = factory(config(Some("2"))).unwrap();
+        assert!(format!("{engine:?}").starts_with("KvV2Engine"));
+        assert_eq!(
+            factory(config(Some("3"))).unwrap_err(),
+            EngineError::BadRequest("invalid version provided: 3".to_owned())
+        );
     }
 }

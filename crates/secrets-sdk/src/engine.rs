@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Data, EngineError, EngineStorage, Request, Response};
+use crate::{Data, EngineError, EngineStorage, Request, Response, SharedClock};
 
 /// What a mount's engine is built from.
 #[derive(Debug, Clone)]
@@ -19,6 +19,9 @@ pub struct EngineConfig {
     pub storage: Arc<dyn EngineStorage>,
     /// The mount's `options` map (e.g. `version` for kv).
     pub options: std::collections::BTreeMap<String, String>,
+    /// The store's one clock: every time an engine stamps or compares (kv v2 version times)
+    /// comes from it, so tests can move it.
+    pub clock: SharedClock,
 }
 
 /// Builds an engine for one mount.
@@ -70,6 +73,13 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
         lease
             .increment
             .ok_or(EngineError::BadRequest("lease is not renewable".to_owned()))
+    }
+
+    /// The token with this [`crate::RequestAuth::token_hash`] was revoked or expired: drop
+    /// whatever the engine keeps for it (cubbyhole drops the token's storage). Called on every
+    /// mount for every revoked token; by default there is nothing to drop.
+    async fn token_revoked(&self, _token_hash: &str) -> Result<(), EngineError> {
+        Ok(())
     }
 
     fn special_paths(&self) -> SpecialPaths {

@@ -6,8 +6,9 @@
 //!
 //! Invariants: bools accept `true`, `"true"` (any `strconv.ParseBool` spelling), `1`/`0` and
 //! `""` (false); ints accept numbers and numeric strings; durations accept seconds (number or
-//! string) and Go durations (`"1h30m"`, plus `d` for days); comma lists accept `"a,b"` and
-//! arrays, trimmed, empty entries dropped.
+//! string) and Go durations (`"1h30m"`, plus `d` for days), signed durations a leading `-` too;
+//! comma lists accept `"a,b"` and arrays, trimmed, empty entries dropped; maps accept only
+//! objects.
 
 use std::time::Duration;
 
@@ -194,6 +195,63 @@ fn go_term(raw: &str, number: &str, unit: &str) -> Result<Duration, String> {
 
 fn missing_unit(raw: &str) -> String {
     format!("time: missing unit in duration {raw:?}")
+}
+
+/// A signed duration in whole seconds (`TypeSignedDurationSecond`): what [`duration`] accepts,
+/// plus a leading `-` (a negative number of seconds, or `"-1h"`). Fractions of a second are
+/// dropped, as Vault's `int(d.Seconds())`.
+pub fn signed_duration(data: &Data, name: &str) -> Result<Option<i64>, EngineError> {
+    let seconds = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    match present(data, name) {
+        None => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.abs() < 9.0e18).map(|f| f as i64))
+            .map(Some)
+            .ok_or_else(|| invalid(name, format!("invalid duration {n}"))),
+        Some(Value::String(s)) => {
+            let raw = s.trim();
+            let (sign, magnitude) = match raw.strip_prefix('-') {
+                Some(rest) => (-1, rest),
+                None => (1, raw),
+            };
+            parse_duration(magnitude)
+                .map(|d| Some(sign * seconds(d)))
+                .map_err(|why| invalid(name, why))
+        }
+        Some(other) => Err(invalid(
+            name,
+            format!("expected a duration, got {}", kind(other)),
+        )),
+    }
+}
+
+/// A map of arbitrary JSON values (`TypeMap`): an object; anything else is a field error.
+pub fn map(data: &Data, name: &str) -> Result<Option<Data>, EngineError> {
+    match present(data, name) {
+        None => Ok(None),
+        Some(Value::Object(map)) => Ok(Some(map.clone())),
+        Some(other) => Err(invalid(
+            name,
+            format!("expected a map, got {}", kind(other)),
+        )),
+    }
+}
+
+/// A list of integers (`TypeCommaIntSlice`): `[1, "2"]`, `"1,2"` or a single number; every
+/// item must be an integer.
+pub fn comma_ints(data: &Data, name: &str) -> Result<Option<Vec<i64>>, EngineError> {
+    let Some(items) = comma_list(data, name)? else {
+        return Ok(None);
+    };
+    items
+        .iter()
+        .map(|item| {
+            item.parse::<i64>()
+                .map_err(|_| invalid(name, format!("cannot parse {item:?} as int")))
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 /// A comma-separated string list (`TypeCommaStringSlice`).
@@ -402,6 +460,36 @@ mod tests {
         assert_eq!(int(&d, "a").unwrap(), Some(22));
         assert_eq!(int(&d, "b").unwrap(), Some(22));
         assert!(int(&d, "c").is_err());
+    }
+
+    #[test]
+    fn signed_durations_take_a_sign_and_drop_fractions() {
+        let d = data(json!({"a": -1, "b": "-1h", "c": "90m", "d": "1.9s", "e": "x", "f": []}));
+        assert_eq!(signed_duration(&d, "a").unwrap(), Some(-1));
+        assert_eq!(signed_duration(&d, "b").unwrap(), Some(-3600));
+        assert_eq!(signed_duration(&d, "c").unwrap(), Some(5400));
+        assert_eq!(signed_duration(&d, "d").unwrap(), Some(1));
+        assert!(signed_duration(&d, "e").is_err());
+        assert!(signed_duration(&d, "f").is_err());
+        assert_eq!(signed_duration(&d, "missing").unwrap(), None);
+    }
+
+    #[test]
+    fn maps_accept_objects_only() {
+        let d = data(json!({"a": {"x": [1]}, "b": "x", "c": null}));
+        assert_eq!(map(&d, "a").unwrap(), Some(data(json!({"x": [1]}))));
+        assert!(map(&d, "b").is_err());
+        assert_eq!(map(&d, "c").unwrap(), None);
+    }
+
+    #[test]
+    fn comma_ints_accept_lists_strings_and_numbers() {
+        let d = data(json!({"a": [1, "2"], "b": "3,4", "c": 5, "d": "", "e": ["x"]}));
+        assert_eq!(comma_ints(&d, "a").unwrap(), Some(vec![1, 2]));
+        assert_eq!(comma_ints(&d, "b").unwrap(), Some(vec![3, 4]));
+        assert_eq!(comma_ints(&d, "c").unwrap(), Some(vec![5]));
+        assert_eq!(comma_ints(&d, "d").unwrap(), Some(vec![]));
+        assert!(comma_ints(&d, "e").is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - An engine reaches storage only through its [`EngineStorage`] view, already scoped to its
 //!   mount and encrypted by the core's barrier: it cannot read another mount's data.
 //! - An engine depends on this crate only (never on `secrets` or `storage`).
+//! - An engine reads the time only from [`EngineConfig::clock`], the store's one clock.
 //! - Field parsing is Vault's weak typing ([`fields`]), so every engine accepts `"true"`/`1`,
 //!   `"22"`/`22`, `"1h"`/`3600`, `"a,b"`/`["a","b"]` alike, and JSON `null` means "not given".
 
@@ -27,6 +28,7 @@ pub use engine::{Engine, EngineConfig, Factory, Lease, SpecialPaths};
 pub use error::EngineError;
 pub use request::{Operation, Request, RequestAuth};
 pub use response::{Auth, LeaseOptions, RawResponse, Response};
+pub use stdx::clock::{Clock, SharedClock};
 pub use storage::{EngineStorage, StorageError};
 
 /// Request data: the JSON object of the body (or query, for reads).

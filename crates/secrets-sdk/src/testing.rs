@@ -52,7 +52,7 @@ impl EngineStorage for MemEngineStorage {
     }
 }
 
-/// Builds an engine mounted at `mount_point` over fresh in-memory storage.
+/// Builds an engine mounted at `mount_point` over fresh in-memory storage, on the system clock.
 pub fn engine_with_mem_storage(
     factory: Factory,
     mount_point: &str,
@@ -62,6 +62,7 @@ pub fn engine_with_mem_storage(
         mount_point: mount_point.to_owned(),
         storage: storage.clone(),
         options: BTreeMap::new(),
+        clock: Arc::new(stdx::clock::SystemClock),
     })?;
     Ok((engine, storage))
 }

@@ -11,8 +11,13 @@
 //!
 //! Built-ins: `sys/` (system), `identity/` (identity), `auth/token/` (token) always exist and
 //! are re-added on load if missing; `cubbyhole/` is not provided (no engine yet); in `cairn dev`
-//! the first start mounts `kv` version 1 at `secret/` (Vault dev mounts kv version 2 there; we
-//! have only version 1). Deleting `secret/` sticks, as in Vault.
+//! the first start mounts `kv` version 2 at `secret/` (options `{"version": "2"}`), as Vault's
+//! dev server does. Deleting `secret/` sticks, as in Vault.
+//!
+//! kv versions (Vault's `handleMount` and tune): mounting type `kv-v1` or `kv-v2` mounts `kv`
+//! with `options.version` 1 or 2; any other secrets engine refuses a `version` option. Tuning
+//! `options.version` accepts 1 or 2 only and never goes down (`cannot downgrade mount from
+//! version 2`); going from 1 to 2 rebuilds the engine, which upgrades the mount's secrets.
 //!
 //! Invariants: the in-memory table always equals the stored one after a successful change
 //! (changes are serialized by `change`, persisted first, then swapped in); a path is in at most
@@ -217,7 +222,7 @@ impl MountTable {
         if fresh_mounts && dev && !mounts.iter().any(|e| e.path == "secret/") {
             let mut entry = new_entry("secret/", "kv");
             entry.description = "key/value secret storage".to_owned();
-            entry.options.insert("version".to_owned(), "1".to_owned());
+            entry.options.insert("version".to_owned(), "2".to_owned());
             mounts.push(entry);
         }
         if !auths.iter().any(|e| e.path == "auth/token/") {
@@ -325,6 +330,9 @@ impl MountTable {
                 "token credential backend cannot be instantiated".to_owned(),
             ));
         }
+        if !auth {
+            kv_version_on_mount(&mut entry)?;
+        }
         if !engines::is_known(&entry.kind, auth) {
             return Err(Error::InvalidParameter(format!(
                 "unknown backend type: {:?}",
@@ -412,6 +420,9 @@ impl MountTable {
             entry.description = description;
         }
         let rebuild = tune.options.is_some();
+        if let Some(version) = tune.options.as_ref().and_then(|o| o.get("version")) {
+            check_version_tune(&entry, version)?;
+        }
         if let Some(options) = tune.options {
             for (key, value) in options {
                 entry.options.insert(key, value);
@@ -511,6 +522,56 @@ pub(crate) struct Tune {
     pub(crate) options: Option<BTreeMap<String, String>>,
 }
 
+/// Vault's kv aliases on mount: `kv-v1`/`kv-v2` are `kv` with `options.version` 1/2; any other
+/// secrets engine refuses a `version` option.
+fn kv_version_on_mount(entry: &mut MountEntry) -> Result<(), Error> {
+    let version = match entry.kind.as_str() {
+        "kv" => return Ok(()),
+        "kv-v1" => "1",
+        "kv-v2" => "2",
+        kind => {
+            if entry.options.get("version").is_some_and(|v| !v.is_empty()) {
+                return Err(Error::InvalidParameter(format!(
+                    "secrets engine {kind:?} does not allow setting a version"
+                )));
+            }
+            return Ok(());
+        }
+    };
+    entry.kind = "kv".to_owned();
+    entry
+        .options
+        .insert("version".to_owned(), version.to_owned());
+    Ok(())
+}
+
+/// Vault's rule for `options.version` on tune: 1 or 2, never lower than the mount's (a missing
+/// or empty version counts as 0).
+fn check_version_tune(entry: &MountEntry, requested: &str) -> Result<(), Error> {
+    let parse = |raw: &str| -> Result<i64, std::num::ParseIntError> {
+        let raw = raw.trim();
+        if raw.is_empty() { Ok(0) } else { raw.parse() }
+    };
+    let current = entry
+        .options
+        .get("version")
+        .map_or(Ok(0), |raw| parse(raw))
+        .map_err(|err| Error::InvalidParameter(format!("unable to parse mount entry: {err}")))?;
+    let requested = parse(requested)
+        .map_err(|err| Error::InvalidParameter(format!("unable to parse options: {err}")))?;
+    if !matches!(requested, 1 | 2) {
+        return Err(Error::InvalidParameter(format!(
+            "invalid version provided: {requested}"
+        )));
+    }
+    if current > requested {
+        return Err(Error::InvalidParameter(format!(
+            "cannot downgrade mount from version {current}"
+        )));
+    }
+    Ok(())
+}
+
 /// A fresh entry (new uuid and accessor) for `path` of type `kind`.
 pub(crate) fn new_entry(path: &str, kind: &str) -> MountEntry {
     let auth = path.starts_with("auth/");
@@ -587,6 +648,7 @@ fn build_backend(state: &State, entry: &MountEntry) -> Result<Backend, Error> {
                 mount_point: entry.path.clone(),
                 storage: state.barrier().view(entry.storage_prefix()),
                 options: entry.options.clone(),
+                clock: state.clock().clone(),
             })
             .map_err(|err| match err {
                 EngineError::BadRequest(msg) | EngineError::Conflict(msg) => {
@@ -665,6 +727,40 @@ mod tests {
             backend: Backend::System,
         }];
         assert_eq!(conflict(&table, "a/"), Some("a/b/".to_owned()));
+    }
+
+    #[test]
+    fn kv_aliases_set_the_version_and_other_engines_refuse_one() {
+        let mut entry = new_entry("a/", "kv-v2");
+        kv_version_on_mount(&mut entry).unwrap();
+        assert_eq!(
+            (entry.kind.as_str(), entry.options["version"].as_str()),
+            ("kv", "2")
+        );
+        let mut entry = new_entry("a/", "kv-v1");
+        kv_version_on_mount(&mut entry).unwrap();
+        assert_eq!(
+            (entry.kind.as_str(), entry.options["version"].as_str()),
+            ("kv", "1")
+        );
+        let mut entry = new_entry("a/", "other");
+        entry.options.insert("version".to_owned(), "2".to_owned());
+        assert!(kv_version_on_mount(&mut entry).is_err());
+    }
+
+    #[test]
+    fn version_tunes_go_up_to_2_and_never_down() {
+        let mut entry = new_entry("a/", "kv");
+        assert!(check_version_tune(&entry, "2").is_ok());
+        assert!(check_version_tune(&entry, "1").is_ok());
+        assert!(check_version_tune(&entry, "3").is_err());
+        assert!(check_version_tune(&entry, "two").is_err());
+        entry.options.insert("version".to_owned(), "2".to_owned());
+        assert_eq!(
+            check_version_tune(&entry, "1").unwrap_err().to_string(),
+            "cannot downgrade mount from version 2"
+        );
+        assert!(check_version_tune(&entry, "2").is_ok());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Request handling through the router (docs/design.md §U1, §U2): verbs, `?list` spellings, the
 //! 200/204/404 rules and LIST's 404, the envelope, JSON and form bodies, nulls, PATCH's
 //! content type, the three token headers, 403 vs 404 on unknown paths, and 503 while sealed.
-//! The kv engine at `secret/` (dev mode) is the backend.
+//! A kv version 1 mount at `secret/` (in dev mode) is the backend.
 
 mod support;
 
@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::{Value, json};
-use support::{call, call_raw, dev};
+use support::{call, call_raw, dev_kv_v1};
 
 const ROOT: &str = "root";
 
 #[tokio::test]
 async fn write_is_204_read_is_200_with_vaults_envelope() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(
         &app,
         "POST",
@@ -68,7 +68,7 @@ async fn write_is_204_read_is_200_with_vaults_envelope() {
 
 #[tokio::test]
 async fn read_of_missing_item_is_404_with_empty_errors() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, headers, body) = call_raw(
         &app,
         "GET",
@@ -84,7 +84,7 @@ async fn read_of_missing_item_is_404_with_empty_errors() {
 
 #[tokio::test]
 async fn delete_is_204_even_when_missing() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     call(
         &app,
         "PUT",
@@ -103,7 +103,7 @@ async fn delete_is_204_even_when_missing() {
 
 #[tokio::test]
 async fn list_verb_and_get_list_spellings_list_keys() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     for path in ["dir/a", "dir/b", "dir/sub/c"] {
         let (status, _) = call(
             &app,
@@ -138,7 +138,7 @@ async fn list_verb_and_get_list_spellings_list_keys() {
 
 #[tokio::test]
 async fn get_list_with_bad_boolean_is_400() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(&app, "GET", "/v1/secret/?list=yes", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
@@ -149,7 +149,7 @@ async fn get_list_with_bad_boolean_is_400() {
 
 #[tokio::test]
 async fn list_with_no_keys_is_404() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(&app, "LIST", "/v1/secret/empty", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body, json!({"errors": []}));
@@ -157,7 +157,7 @@ async fn list_with_no_keys_is_404() {
 
 #[tokio::test]
 async fn form_bodies_are_accepted_and_json_with_form_type_too() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let form = [
         ("content-type", "application/x-www-form-urlencoded"),
         ("x-vault-token", ROOT),
@@ -182,7 +182,7 @@ async fn form_bodies_are_accepted_and_json_with_form_type_too() {
 
 #[tokio::test]
 async fn json_null_fields_are_absent() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, _) = call(
         &app,
         "PUT",
@@ -209,7 +209,7 @@ async fn json_null_fields_are_absent() {
 
 #[tokio::test]
 async fn malformed_json_is_400_in_vaults_shape() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, headers, body) = call_raw(
         &app,
         "POST",
@@ -240,7 +240,7 @@ async fn malformed_json_is_400_in_vaults_shape() {
 
 #[tokio::test]
 async fn patch_without_merge_patch_content_type_is_415() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, _, body) = call_raw(
         &app,
         "PATCH",
@@ -274,7 +274,7 @@ async fn patch_without_merge_patch_content_type_is_415() {
 
 #[tokio::test]
 async fn unknown_verbs_are_405() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, _, body) =
         call_raw(&app, "BREW", "/v1/secret/x", &[("x-vault-token", ROOT)], "").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
@@ -283,7 +283,7 @@ async fn unknown_verbs_are_405() {
 
 #[tokio::test]
 async fn head_and_options_are_allowed() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     call(
         &app,
         "PUT",
@@ -302,7 +302,7 @@ async fn head_and_options_are_allowed() {
 
 #[tokio::test]
 async fn token_is_read_from_secrets_vault_and_bearer_headers() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     call(
         &app,
         "PUT",
@@ -331,7 +331,7 @@ async fn token_is_read_from_secrets_vault_and_bearer_headers() {
 
 #[tokio::test]
 async fn missing_or_unknown_token_is_403_permission_denied() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(&app, "GET", "/v1/secret/t", None, None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(body, json!({"errors": ["permission denied"]}));
@@ -351,7 +351,7 @@ async fn missing_or_unknown_token_is_403_permission_denied() {
 
 #[tokio::test]
 async fn unknown_path_is_404_for_root_and_403_for_others() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(&app, "GET", "/v1/nowhere/x", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(
@@ -374,7 +374,7 @@ async fn unknown_path_is_404_for_root_and_403_for_others() {
 
 #[tokio::test]
 async fn unknown_sys_path_is_404_unsupported_path() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(&app, "GET", "/v1/sys/not-a-thing", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body, json!({"errors": ["unsupported path"]}));
@@ -382,7 +382,7 @@ async fn unknown_sys_path_is_404_unsupported_path() {
 
 #[tokio::test]
 async fn sys_mounts_data_is_also_at_top_level() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(&app, "GET", "/v1/sys/mounts", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"]["secret/"]["type"], "kv");
@@ -413,7 +413,7 @@ async fn sealed_store_answers_503_everywhere_but_health() {
 
 #[tokio::test]
 async fn percent_encoded_paths_are_decoded() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, _) = call(
         &app,
         "PUT",
@@ -430,7 +430,7 @@ async fn percent_encoded_paths_are_decoded() {
 
 #[tokio::test]
 async fn userpass_login_is_unauthenticated_and_returns_a_token() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, body) = call(
         &app,
         "POST",

@@ -1,18 +1,18 @@
-//! The kv engine (version 1) end to end through the router with the root token and with a
-//! policy: write, read, list, delete, nested paths, 404s, validation, and the ACL's create vs
-//! update through kv's existence check.
+//! The kv engine, version 1 (mounted at `secret/` in place of the dev server's version 2), end
+//! to end through the router with the root token and with a policy: write, read, list, delete,
+//! nested paths, 404s, validation, and the ACL's create vs update through kv's existence check.
 
 mod support;
 
 use http::StatusCode;
 use serde_json::json;
-use support::{call, dev, token_with_policy};
+use support::{call, dev_kv_v1, token_with_policy};
 
 const ROOT: &str = "root";
 
 #[tokio::test]
 async fn kv_write_read_list_delete_with_root_token() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let secret = json!({"username": "app", "password": "hunter2", "port": 5432, "tags": ["a", "b"], "nested": {"k": true}});
     let (status, _) = call(
         &app,
@@ -64,7 +64,7 @@ async fn kv_write_read_list_delete_with_root_token() {
 
 #[tokio::test]
 async fn kv_overwrite_replaces_the_whole_secret() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     call(
         &app,
         "PUT",
@@ -87,7 +87,7 @@ async fn kv_overwrite_replaces_the_whole_secret() {
 
 #[tokio::test]
 async fn kv_write_without_data_is_400_and_stores_nothing() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     for body in [None, Some(json!({}))] {
         let (status, resp) = call(&app, "PUT", "/v1/secret/empty", Some(ROOT), body).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -99,7 +99,7 @@ async fn kv_write_without_data_is_400_and_stores_nothing() {
 
 #[tokio::test]
 async fn kv_mount_root_lists_and_reads() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let (status, _) = call(&app, "LIST", "/v1/secret", Some(ROOT), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     call(
@@ -117,7 +117,7 @@ async fn kv_mount_root_lists_and_reads() {
 
 #[tokio::test]
 async fn kv_create_vs_update_follows_the_acl_through_the_existence_check() {
-    let app = dev(ROOT).await;
+    let app = dev_kv_v1(ROOT).await;
     let policy = r#"path "secret/create-only/*" { capabilities = ["create", "read"] }
 path "secret/update-only/*" { capabilities = ["update", "read"] }"#;
     let token = token_with_policy(&app, ROOT, "kv-test", policy).await;

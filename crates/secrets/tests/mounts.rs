@@ -62,6 +62,8 @@ async fn dev_mode_lists_builtin_mounts_and_kv_at_secret() {
     assert_eq!(entry["config"]["default_lease_ttl"], 0);
     assert_eq!(entry["config"]["max_lease_ttl"], 0);
     assert_eq!(entry["config"]["force_no_cache"], false);
+    // kv version 2, as Vault's dev server mounts it.
+    assert_eq!(entry["options"], json!({"version": "2"}));
 }
 
 #[tokio::test]
@@ -175,17 +177,125 @@ async fn unknown_type_is_400_and_changes_nothing() {
     let (status, _) = enable(&app, "z", hvac_enable("userpass")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     // Unsupported kv version.
-    let (status, _) = enable(
+    let (status, body) = enable(
         &app,
-        "v2",
-        json!({"type": "kv", "options": {"version": "2"}}),
+        "v3",
+        json!({"type": "kv", "options": {"version": "3"}}),
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body, json!({"errors": ["invalid version provided: 3"]}));
     let (_, body) = call(&app, "GET", "/v1/sys/mounts", Some(ROOT), None).await;
-    for path in ["x/", "y/", "z/", "v2/"] {
+    for path in ["x/", "y/", "z/", "v3/"] {
         assert!(body["data"].get(path).is_none(), "{path}");
     }
+}
+
+#[tokio::test]
+async fn kv_mounts_take_version_1_or_2_and_the_kv_v2_alias() {
+    let app = dev(ROOT).await;
+    let mounted = [
+        ("one", json!({"type": "kv", "options": {"version": "1"}})),
+        ("two", json!({"type": "kv", "options": {"version": 2}})),
+        ("alias", json!({"type": "kv-v2"})),
+        ("alias1", json!({"type": "kv-v1"})),
+    ];
+    for (path, body) in &mounted {
+        let (status, reply) = enable(&app, path, body.clone()).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{path}: {reply}");
+    }
+    let (_, body) = call(&app, "GET", "/v1/sys/mounts", Some(ROOT), None).await;
+    for (path, version) in [
+        ("one/", "1"),
+        ("two/", "2"),
+        ("alias/", "2"),
+        ("alias1/", "1"),
+    ] {
+        assert_eq!(body["data"][path]["type"], "kv", "{path}");
+        assert_eq!(
+            body["data"][path]["options"],
+            json!({ "version": version }),
+            "{path}"
+        );
+    }
+    // A version 2 mount answers on data/; a version 1 mount at the plain path.
+    let (status, _) = call(
+        &app,
+        "PUT",
+        "/v1/two/data/x",
+        Some(ROOT),
+        Some(json!({"data": {"v": 2}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&app, "GET", "/v1/two/data/x", Some(ROOT), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&app, "PUT", "/v1/one/x", Some(ROOT), Some(json!({"v": 1}))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // Only kv takes a version.
+    let (status, body) = enable(
+        &app,
+        "up",
+        json!({"type": "userpass", "options": {"version": "2"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        body,
+        json!({"errors": ["secrets engine \"userpass\" does not allow setting a version"]})
+    );
+}
+
+#[tokio::test]
+async fn tuning_a_kv_mount_to_version_2_upgrades_its_secrets_and_never_goes_back() {
+    let app = dev(ROOT).await;
+    enable(&app, "legacy", hvac_enable("kv")).await;
+    call(
+        &app,
+        "PUT",
+        "/v1/legacy/app/db",
+        Some(ROOT),
+        Some(json!({"user": "a"})),
+    )
+    .await;
+    let tune = |version: Value| json!({"options": {"version": version}});
+    for bad in [json!("3"), json!("x")] {
+        let (status, body) = call(
+            &app,
+            "POST",
+            "/v1/sys/mounts/legacy/tune",
+            Some(ROOT),
+            Some(tune(bad)),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    }
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/v1/sys/mounts/legacy/tune",
+        Some(ROOT),
+        Some(tune(json!("2"))),
+    )
+    .await;
+    assert!(status.is_success(), "{body}");
+    let (status, body) = call(&app, "GET", "/v1/legacy/data/app/db", Some(ROOT), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["data"], json!({"user": "a"}));
+    assert_eq!(body["data"]["metadata"]["version"], 1);
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/v1/sys/mounts/legacy/tune",
+        Some(ROOT),
+        Some(tune(json!("1"))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        json!({"errors": ["cannot downgrade mount from version 2"]})
+    );
 }
 
 #[tokio::test]

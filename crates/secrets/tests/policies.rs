@@ -1,6 +1,7 @@
 //! API tests for ACL policies: `sys/policies/acl`, legacy `sys/policy`, RGP/EGP storage and
-//! validation, `sys/capabilities*`, and end-to-end enforcement on the dev `secret/` kv mount
-//! (read-only tokens, create vs update, parameter constraints, sudo on root-protected paths).
+//! validation, `sys/capabilities*`, and end-to-end enforcement on a kv version 1 mount at
+//! `secret/` (read-only tokens, create vs update, parameter constraints, sudo on root-protected
+//! paths).
 
 mod support;
 
@@ -11,7 +12,7 @@ use support::call;
 const ROOT: &str = "root-token";
 
 async fn app() -> axum::Router {
-    support::dev(ROOT).await
+    support::dev_kv_v1(ROOT).await
 }
 
 async fn put_policy(app: &axum::Router, name: &str, policy: &str) {

@@ -123,6 +123,24 @@ pub(crate) async fn dev(root: &str) -> Router {
     dev_over(testkit::mem_storage(), root, None).await
 }
 
+/// A dev-mode service whose `secret/` is kv version 1 (the dev server mounts version 2 there):
+/// for the tests that use a plain kv as the backend they exercise the core through.
+pub(crate) async fn dev_kv_v1(root: &str) -> Router {
+    let app = dev(root).await;
+    let (status, body) = call(&app, "DELETE", "/v1/sys/mounts/secret", Some(root), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/v1/sys/mounts/secret",
+        Some(root),
+        Some(json!({"type": "kv", "options": {"version": "1"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    app
+}
+
 /// A dev-mode service over `storage`, keeping the unseal key in `key_file` (so a second call
 /// over the same storage is a restart).
 pub(crate) async fn dev_over(
