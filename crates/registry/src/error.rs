@@ -2,7 +2,7 @@
 //!
 //! Invariants: one exhaustive match decides every status; bodies are Consul's plain text with
 //! Consul's wording; where Consul answers 500 for bad input (session validation, unknown
-//! datacenter, acquire with an unknown session) we answer 400 (DESIGN.md decision 3, listed in
+//! datacenter, acquire with an unknown session) we answer 400 (docs/design.md §D3, listed in
 //! docs/compat.md); a 5xx never carries internal detail.
 
 use axum::response::{IntoResponse, Response};

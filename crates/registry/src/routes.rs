@@ -13,7 +13,7 @@ use axum::routing::{get, put};
 use crate::acl::{policy, token};
 use crate::{Error, State, agent, catalog, health, kv, meta, session, status};
 
-/// Header pairs (canonical prefix, upstream alias) for DESIGN.md decision 1.
+/// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-registry-", "x-consul-")];
 
 /// The registry's router, with its state applied.

@@ -1,6 +1,6 @@
 //! `/v1/session/*` endpoints: create, destroy, info, node, list, renew.
 //!
-//! Behaviour follows Consul (reference §1.1-1.4, §1.7) with this project's decisions: Consul's
+//! Behaviour follows Consul (docs/design.md §U7) with this project's decisions: Consul's
 //! 500s for invalid input are 400s (`Error::Invalid`); a malformed UUID on destroy is a 400; info
 //! of an unknown or malformed id is 200 `[]`; renew of one is 404 `Session id '<id>' not found`;
 //! sessions carry a namespace (`ns`, `X-Registry-Namespace`, the token's, `default`) and `ns=*`

@@ -1,5 +1,5 @@
 //! API tests for `/v1/kv/*`: Consul's entry shape, flags, raw, recurse, keys and separator,
-//! check-and-set, acquire/release semantics (reference §1.5), lock-delays, blocking reads, and bad
+//! check-and-set, acquire/release semantics (docs/design.md §U8), lock-delays, blocking reads, and bad
 //! input.
 
 mod support;

@@ -4,7 +4,7 @@
 //! authorized a request; keeps the entries and lock-delays of `store/kv.rs` and the sessions'
 //! lock records of `store/sessions.rs` in step.
 //!
-//! Acquire and release follow Consul exactly (reference §1.5): a live lock-delay on the key makes
+//! Acquire and release follow Consul exactly (docs/design.md §U8): a live lock-delay on the key makes
 //! acquire answer `false` before anything else; an unknown session is a 400
 //! `invalid session "<id>"` (Consul: 500); the holder re-acquiring keeps `LockIndex`; another
 //! holder gets `false`; a free key gets `LockIndex + 1`, a new one 1. Release by a non-holder is

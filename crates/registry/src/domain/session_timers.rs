@@ -1,5 +1,5 @@
 //! Session TTL timers: the in-memory deadline of every session with a TTL, how renewals move
-//! it, and how it is checkpointed to storage and rebuilt from it (DESIGN.md decision 4: a
+//! it, and how it is checkpointed to storage and rebuilt from it (docs/design.md §D4: a
 //! session is invalidated no earlier than its TTL after its create or last renew, and within
 //! 1 s after that; Consul waits up to 2×).
 //!
