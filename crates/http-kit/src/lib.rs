@@ -19,8 +19,10 @@
 //! - [`blocking`]: Consul/Nomad-style `?index=N&wait=5m` long polls, built on `Storage::watch`
 //!   (or on a `tokio::sync::watch` of in-memory state).
 //!
-//! Where it sits: above `storage` (only [`blocking`] touches it) and `stdx`, below every service crate and
-//! `cairn`. It holds no service policy: body shapes, statuses and messages are the services'.
+//! Where it sits: above `storage` (only [`blocking`] touches it) and `stdx` (Go durations and
+//! booleans, which this crate reads but does not own), below every service crate and `cairn`.
+//! It holds only HTTP glue and no service policy: body shapes, statuses and messages are the
+//! services'.
 //!
 //! Invariants:
 //! - No request can make this crate panic or answer with axum's default rejection text: every
@@ -29,7 +31,6 @@
 //! - Shutdown never hangs: after [`DRAIN_TIMEOUT`] remaining connections are dropped.
 
 pub mod blocking;
-mod duration;
 mod error;
 mod extract;
 mod headers;
@@ -38,10 +39,8 @@ mod logging;
 pub mod query;
 mod serve;
 pub mod shape;
-mod strconv;
 mod tls;
 
-pub use duration::parse_go_duration;
 pub use error::{ApiError, INTERNAL_ERROR_MESSAGE, Rejection, into_response};
 pub use extract::{ApiJson, ApiQuery, RawBody};
 pub use headers::{bearer_token, header_aliases};
@@ -51,5 +50,4 @@ pub use layers::{
 };
 pub use logging::{LogFormat, ParseLogFormatError, init_tracing};
 pub use serve::{DRAIN_TIMEOUT, Shutdown, serve, serve_tls};
-pub use strconv::parse_bool;
 pub use tls::{TlsError, load_tls_config};
