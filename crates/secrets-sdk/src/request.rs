@@ -48,6 +48,11 @@ pub struct RequestAuth {
     pub policies: Vec<String>,
     /// The identity entity the token is bound to, if any.
     pub entity_id: Option<String>,
+    /// The SHA-256 of the token id, lowercase hex: unique to the token and stable for its
+    /// life, so an engine may key per-token data by it (cubbyhole does); the core calls
+    /// [`crate::Engine::token_revoked`] with it when the token goes. The id itself never
+    /// reaches an engine.
+    pub token_hash: String,
 }
 
 /// One request to an engine.

@@ -5,23 +5,30 @@
 //! 1. sealed → 503 `Vault is sealed`;
 //! 2. parse the HTTP request (`request.rs`); `OPTIONS` → 204 with `Allow`;
 //! 3. route by longest prefix (`mounts.rs`);
-//! 4. unless the path is unauthenticated (an engine's `special_paths().unauthenticated`, e.g.
-//!    userpass `login/*`), resolve the token (`tokens`) → 403 `permission denied` when missing,
-//!    unknown, expired or used up; build its ACL (`policy`);
-//! 5. no mount → the ACL decides first (403 for a token without access), then 404
+//! 4. `sys/wrapping/{lookup,unwrap,rewrap}`: the token they act on must be a live wrapping
+//!    token, checked before anything else (`wrapping::validate`: 400 `wrapping token is not
+//!    valid or does not exist`);
+//! 5. unless the path is unauthenticated (an engine's `special_paths().unauthenticated`, e.g.
+//!    userpass `login/*`, or `sys/wrapping/lookup`), resolve the token (`tokens`) → 403
+//!    `permission denied` when missing, unknown, expired or used up; build its ACL (`policy`);
+//! 6. no mount → the ACL decides first (403 for a token without access), then 404
 //!    `no handler for route`;
-//! 6. for an update on an engine, the engine's existence check turns it into create when the
+//! 7. for an update on an engine, the engine's existence check turns it into create when the
 //!    item is missing;
-//! 7. `acl.check(path, operation, data, sudo)` where sudo is needed on root-protected paths
-//!    ([`SYS_ROOT_PATHS`], [`TOKEN_ROOT_PATHS`], an engine's `special_paths().root`);
-//! 8. count a use of a limited-use token; call the backend with the path relative to its mount
-//!    (`sys/` paths reach `sys::handle` as `mounts/...`, `auth/token/` paths reach
-//!    `tokens::handle` as `create`, ...);
-//! 9. a login's `auth` → `identity::entity_for_login` + `tokens.create_for_login`; a `secret`
-//!    → `leases.register`;
-//! 10. the answer: raw responses pass through; `None` → 204 for writes, 404 `{"errors":[]}`
-//!     for reads and lists; LIST with no keys → 404; else 200 with Vault's envelope, with
-//!     `data` also copied to the top level for [`TOP_LEVEL_DATA_ROUTES`].
+//! 8. `acl.check_wrapped(path, operation, data, sudo, wrap TTL)` where sudo is needed on
+//!    root-protected paths ([`SYS_ROOT_PATHS`], [`TOKEN_ROOT_PATHS`], an engine's
+//!    `special_paths().root`) and the wrap TTL meets a rule's wrapping bounds;
+//! 9. count a use of a limited-use token (a wrapping token unwrapping itself is counted by
+//!    the unwrap, which must read its response first); call the backend with the path
+//!    relative to its mount (`sys/` paths reach `sys::handle` as `mounts/...`, `auth/token/`
+//!    paths reach `tokens::handle` as `create`, ...);
+//! 10. a login's `auth` → `identity::entity_for_login` + `tokens.create_for_login`; a `secret`
+//!     → `leases.register`;
+//! 11. the answer: raw responses pass through; `None` → 204 for writes, 404 `{"errors":[]}`
+//!     for reads and lists; LIST with no keys → 404; with a wrap TTL above zero, the envelope
+//!     is stored in a new wrapping token's cubbyhole and the client gets only `wrap_info`
+//!     (`wrapping::wrap`); else 200 with Vault's envelope, with `data` also copied to the top
+//!     level for [`TOP_LEVEL_DATA_ROUTES`].
 //!
 //! Core backends (sys, token, identity; never engines) that need to put a rendered token into the
 //! envelope's `auth` (token create, renew) return it in `data` under [`ENVELOPE_AUTH_KEY`];
@@ -36,11 +43,12 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
-use secrets_sdk::{Data, Operation, RequestAuth};
+use secrets_sdk::{Data, Operation};
 use serde_json::{Map, Value};
 
 use crate::mounts::{Backend, MountEntry};
 use crate::request::{self, LogicalRequest, RequestContext, Verb};
+use crate::wrapping::{self, WrapRequest};
 use crate::{Error, State, identity, sys, tokens};
 
 /// `sys/` paths (relative to `sys/`) that need `sudo` (Vault's system `PathsSpecial.Root`).
@@ -65,7 +73,14 @@ pub(crate) const SYS_ROOT_PATHS: &[&str] = &[
 ];
 
 /// `sys/` paths served without a token (most have explicit routes; these catch other verbs).
-const SYS_UNAUTHENTICATED_PATHS: &[&str] = &["health", "seal-status", "init", "unseal", "leader"];
+const SYS_UNAUTHENTICATED_PATHS: &[&str] = &[
+    "health",
+    "seal-status",
+    "init",
+    "unseal",
+    "leader",
+    "wrapping/lookup",
+];
 
 /// `auth/token/` paths that need `sudo` (Vault's token store `PathsSpecial.Root`).
 pub(crate) const TOKEN_ROOT_PATHS: &[&str] = &["revoke-orphan/*", "accessors*"];
@@ -126,8 +141,15 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
         .as_ref()
         .is_some_and(|(_, backend, relative)| is_unauthenticated(backend, relative));
 
+    if let Some((_, Backend::System, relative)) = &route
+        && wrapping::VALIDATED_PATHS.contains(&relative.as_str())
+    {
+        wrapping::validate(state, &req.data, req.client_token.as_deref()).await?;
+    }
+
     let mut ctx = RequestContext {
         client_token: req.client_token.clone(),
+        wrap_ttl: req.wrap_ttl,
         ..RequestContext::default()
     };
     if let Some(id) = &req.client_token
@@ -153,12 +175,7 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
         path: relative.clone(),
         data: req.data.clone(),
         mount_point: mount.path.clone(),
-        auth: ctx.token.as_ref().map(|t| RequestAuth {
-            accessor: t.accessor.clone(),
-            display_name: t.display_name.clone(),
-            policies: t.policies.clone(),
-            entity_id: t.entity_id.clone(),
-        }),
+        auth: ctx.token.as_ref().map(tokens::TokenEntry::request_auth),
     };
 
     if !unauthenticated {
@@ -170,15 +187,17 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
         }
         let needs_sudo = needs_sudo(&backend, &relative);
         if let Some(acl) = &ctx.acl {
-            acl.check(
+            acl.check_wrapped(
                 &req.path,
                 engine_request.operation,
                 &engine_request.data,
                 needs_sudo,
+                req.wrap_ttl,
             )?;
         }
         if let Some(token) = &ctx.token
             && token.num_uses > 0
+            && !unwraps_itself(&backend, &relative, &req.data, token)
         {
             state.tokens().use_token(state, token).await?;
         }
@@ -239,6 +258,12 @@ async fn respond(
             answer.data = None;
         }
     }
+    // Who a wrapping token is made for: the caller, or the token a login just created.
+    let mut display_name = ctx
+        .token
+        .as_ref()
+        .map(|token| token.display_name.clone())
+        .unwrap_or_default();
     if let Some(auth) = answer.auth.take() {
         if matches!(backend, Backend::Engine(_)) && mount.is_auth() {
             let entity_id = identity::entity_for_login(state, mount, &auth.alias_name).await?;
@@ -247,6 +272,9 @@ async fn respond(
                 .create_for_login(state, mount, &auth, Some(entity_id))
                 .await?;
             auth_json = tokens::auth_json(&token, state.now_ms());
+            if ctx.token.is_none() {
+                display_name = token.display_name.clone();
+            }
         } else {
             tracing::warn!(
                 message = "A backend that is not an auth method returned a login; ignored.",
@@ -271,9 +299,17 @@ async fn respond(
         lease_duration = ttl.as_secs();
     }
 
+    if req.path == "cubbyhole/response" && ctx.token.as_ref().is_some_and(|t| t.is_wrapping()) {
+        answer.warnings.push(
+            "Reading from 'cubbyhole/response' is deprecated. Please use sys/wrapping/unwrap to unwrap responses, as it provides additional security checks and other benefits.".to_owned(),
+        );
+    }
+
     let data = answer.data.map_or(Value::Null, Value::Object);
+    let wrap_ttl = ctx.wrap_ttl.filter(|ttl| !ttl.is_zero());
     let mut body = Map::new();
-    if injects_top_level(&req.path)
+    if wrap_ttl.is_none()
+        && injects_top_level(&req.path)
         && let Value::Object(fields) = &data
     {
         for (key, value) in fields {
@@ -294,8 +330,37 @@ async fn respond(
             answer.warnings.into_iter().map(Value::String).collect()
         },
     );
+    let wrapped_accessor = auth_json
+        .get("accessor")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     body.insert("auth".to_owned(), auth_json);
-    Ok(json_response(StatusCode::OK, &Value::Object(body)))
+    let body = Value::Object(body);
+    let Some(ttl) = wrap_ttl else {
+        return Ok(json_response(StatusCode::OK, &body));
+    };
+    let request = WrapRequest {
+        ttl,
+        display_name: &display_name,
+        creation_path: &req.path,
+        wrapped_accessor,
+    };
+    let wrapped = wrapping::wrap(state, &request, &body).await?;
+    Ok(json_response(StatusCode::OK, &wrapped))
+}
+
+/// Whether this is a wrapping token unwrapping itself (`sys/wrapping/unwrap` without a
+/// `token` in the body): the unwrap spends its use after reading the response.
+fn unwraps_itself(
+    backend: &Backend,
+    relative: &str,
+    data: &Data,
+    token: &tokens::TokenEntry,
+) -> bool {
+    matches!(backend, Backend::System)
+        && relative == "wrapping/unwrap"
+        && !data.contains_key("token")
+        && token.is_wrapping()
 }
 
 /// Vault's LIST 404 rule: no data and no warnings, or `keys` present but empty.

@@ -4,7 +4,8 @@
 //! apart by [`AUTH_METHODS`]: `kv` cannot be enabled as an auth method, nor `userpass` as a
 //! secrets engine. Later engines join by adding one line to [`registry`] (and, for auth
 //! methods, to [`AUTH_METHODS`]). The built-in `system`, `identity` and `token` backends are not
-//! in the registry: `mounts.rs` builds them itself and never lets users mount them.
+//! in the registry: `mounts.rs` builds them itself and never lets users mount them; `cubbyhole`
+//! is, but `mounts.rs` mounts it once, at `cubbyhole/`, and refuses it anywhere else.
 //!
 //! Invariant: a factory only builds an engine over the storage view it is handed; it never
 //! reaches other storage.
@@ -20,6 +21,7 @@ pub(crate) const AUTH_METHODS: &[&str] = &["userpass"];
 pub(crate) fn registry() -> HashMap<&'static str, Factory> {
     let mut engines: HashMap<&'static str, Factory> = HashMap::new();
     engines.insert("kv", secrets_kv::factory);
+    engines.insert("cubbyhole", secrets_cubbyhole::factory);
     engines.insert("userpass", crate::userpass::factory);
     engines
 }

@@ -22,6 +22,9 @@ pub enum Error {
     /// Missing, invalid or expired token, or a missing capability.
     #[error("permission denied")]
     PermissionDenied,
+    /// `sys/wrapping/*` named a token that is not a live wrapping token (or was just spent).
+    #[error("wrapping token is not valid or does not exist")]
+    InvalidWrappingToken,
     /// Everything but health, seal status, init and unseal answers this while sealed.
     #[error("Vault is sealed")]
     Sealed,
@@ -72,7 +75,9 @@ impl ApiError for Error {
             Error::UnsupportedOperation => StatusCode::METHOD_NOT_ALLOWED,
             Error::PermissionDenied | Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::Sealed => StatusCode::SERVICE_UNAVAILABLE,
-            Error::InitState(_) | Error::InvalidParameter(_) => StatusCode::BAD_REQUEST,
+            Error::InitState(_) | Error::InvalidParameter(_) | Error::InvalidWrappingToken => {
+                StatusCode::BAD_REQUEST
+            }
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Rejected(rejection) => rejection.status(),

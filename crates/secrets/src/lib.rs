@@ -38,6 +38,7 @@ mod store;
 mod sys;
 mod tokens;
 mod userpass;
+mod wrapping;
 
 use std::sync::Arc;
 

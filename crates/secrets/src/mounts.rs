@@ -10,7 +10,9 @@
 //! `auth/<mount uuid>/`, so moving a mount (`sys/remount`) changes only the table.
 //!
 //! Built-ins: `sys/` (system), `identity/` (identity), `auth/token/` (token) always exist and
-//! are re-added on load if missing; `cubbyhole/` is not provided (no engine yet); in `cairn dev`
+//! are re-added on load if missing, and so is `cubbyhole/` (the `secrets-cubbyhole` engine,
+//! `local`, described as Vault describes it; it cannot be unmounted, moved, or mounted again
+//! elsewhere: 403 `mount type of "cubbyhole" is not mountable`); in `cairn dev`
 //! the first start mounts `kv` version 2 at `secret/` (options `{"version": "2"}`), as Vault's
 //! dev server does. Deleting `secret/` sticks, as in Vault.
 //!
@@ -219,6 +221,13 @@ impl MountTable {
                 changed_mounts = true;
             }
         }
+        if !mounts.iter().any(|e| e.path == "cubbyhole/") {
+            let mut entry = new_entry("cubbyhole/", "cubbyhole");
+            entry.description = "per-token private secret storage".to_owned();
+            entry.local = true;
+            mounts.push(entry);
+            changed_mounts = true;
+        }
         if fresh_mounts && dev && !mounts.iter().any(|e| e.path == "secret/") {
             let mut entry = new_entry("secret/", "kv");
             entry.description = "key/value secret storage".to_owned();
@@ -324,6 +333,12 @@ impl MountTable {
             if let Some(reserved) = PROTECTED.iter().find(|p| entry.path.starts_with(**p)) {
                 let _ = reserved;
                 return Err(Error::Forbidden(format!("cannot mount {:?}", entry.path)));
+            }
+            if entry.kind == "cubbyhole" {
+                return Err(Error::Forbidden(format!(
+                    "mount type of {:?} is not mountable",
+                    entry.kind
+                )));
             }
         } else if entry.kind == "token" {
             return Err(Error::InvalidParameter(
@@ -615,7 +630,10 @@ fn validate_path(path: &str) -> Result<(), Error> {
 }
 
 fn is_builtin(entry: &MountEntry) -> bool {
-    matches!(entry.kind.as_str(), "system" | "identity" | "token")
+    matches!(
+        entry.kind.as_str(),
+        "system" | "identity" | "token" | "cubbyhole"
+    )
 }
 
 /// The existing mount that `path` would overlap (same, inside, or around), if any.

@@ -19,10 +19,16 @@
 //! Token: `X-Secrets-Token` (the header-alias layer copies `X-Vault-Token` there), else
 //! `Authorization: Bearer <token>`.
 //!
+//! Wrapping: `X-Secrets-Wrap-TTL` (or `X-Vault-Wrap-TTL`) asks for the response to be wrapped
+//! (`wrapping.rs`): seconds or a Go duration (`"60"`, `"5m"`), as Vault's
+//! `ParseDurationSecond`; a negative or unparsable value is 400 `error parsing X-Vault-Wrap-TTL
+//! header: ...`; an empty header is no wrapping.
+//!
 //! Invariants: the body is read within the body limit in force (413 beyond it); every parse
 //! failure is a 4xx in Vault's `{"errors":[...]}` shape, never a panic.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequest, Request};
 use http::{HeaderMap, header};
@@ -36,6 +42,9 @@ use crate::tokens::TokenEntry;
 /// The token header (canonical spelling; `X-Vault-Token` is aliased onto it).
 pub(crate) const TOKEN_HEADER: &str = "x-secrets-token";
 
+/// The wrap TTL header (canonical spelling; `X-Vault-Wrap-TTL` is aliased onto it).
+pub(crate) const WRAP_TTL_HEADER: &str = "x-secrets-wrap-ttl";
+
 /// The content type `PATCH` requires.
 pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
 
@@ -43,16 +52,14 @@ pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RequestContext {
     /// The token as the client sent it (`None`: no token header).
-    #[allow(
-        dead_code,
-        reason = "part of the context contract; for backends that need the raw token"
-    )]
     pub(crate) client_token: Option<String>,
     /// The token's entry, when the token is valid (`None` on unauthenticated paths called
     /// without a valid token).
     pub(crate) token: Option<TokenEntry>,
     /// The ACL built from the token's policies (`None` exactly when `token` is `None`).
     pub(crate) acl: Option<Arc<Acl>>,
+    /// The wrap TTL the request asked for (`None`: no wrap TTL header).
+    pub(crate) wrap_ttl: Option<Duration>,
 }
 
 /// The HTTP verb after parsing.
@@ -76,6 +83,8 @@ pub(crate) struct LogicalRequest {
     pub(crate) path: String,
     pub(crate) data: Data,
     pub(crate) client_token: Option<String>,
+    /// The wrap TTL header's value (`Some(ZERO)` for `0`, which wraps nothing).
+    pub(crate) wrap_ttl: Option<Duration>,
 }
 
 /// Parses an HTTP request under `/v1/`.
@@ -85,6 +94,7 @@ pub(crate) async fn parse(request: Request) -> Result<LogicalRequest, Error> {
     let query = request.uri().query().unwrap_or_default().to_owned();
     let headers = request.headers().clone();
     let client_token = token_from_headers(&headers);
+    let wrap_ttl = wrap_ttl_from_headers(&headers)?;
 
     let mut path = raw_path
         .strip_prefix("/v1/")
@@ -171,7 +181,31 @@ pub(crate) async fn parse(request: Request) -> Result<LogicalRequest, Error> {
         path,
         data,
         client_token,
+        wrap_ttl,
     })
+}
+
+/// The requested wrap TTL (module docs): `None` without the header.
+pub(crate) fn wrap_ttl_from_headers(headers: &HeaderMap) -> Result<Option<Duration>, Error> {
+    let Some(value) = headers.get(WRAP_TTL_HEADER) else {
+        return Ok(None);
+    };
+    let invalid = |why: &str| {
+        Error::InvalidParameter(format!("error parsing X-Vault-Wrap-TTL header: {why}"))
+    };
+    let raw = value
+        .to_str()
+        .map_err(|_| invalid("not valid text"))?
+        .trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    if raw.starts_with('-') {
+        return Err(invalid("requested wrap ttl cannot be negative"));
+    }
+    secrets_sdk::fields::parse_duration(raw)
+        .map(Some)
+        .map_err(|why| invalid(&why))
 }
 
 /// The client token: `X-Secrets-Token` (or its `X-Vault-Token` alias), else a bearer token.
@@ -417,6 +451,34 @@ mod tests {
             .unwrap();
         let err = parse_req(req).await.unwrap_err();
         assert_eq!(http_kit::ApiError::status(&err), 405);
+    }
+
+    #[test]
+    fn wrap_ttl_takes_seconds_or_durations_and_refuses_negatives() {
+        let parse = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(WRAP_TTL_HEADER, value.parse().unwrap());
+            wrap_ttl_from_headers(&headers)
+        };
+        assert_eq!(wrap_ttl_from_headers(&HeaderMap::new()).unwrap(), None);
+        assert_eq!(parse("").unwrap(), None);
+        assert_eq!(parse("60").unwrap(), Some(Duration::from_secs(60)));
+        assert_eq!(parse("5m").unwrap(), Some(Duration::from_secs(300)));
+        assert_eq!(parse("0").unwrap(), Some(Duration::ZERO));
+        for (bad, message) in [
+            (
+                "-5",
+                "error parsing X-Vault-Wrap-TTL header: requested wrap ttl cannot be negative",
+            ),
+            (
+                "soon",
+                "error parsing X-Vault-Wrap-TTL header: invalid duration \"soon\"",
+            ),
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert_eq!(http_kit::ApiError::status(&err), 400, "{bad}");
+            assert_eq!(err.to_string(), message, "{bad}");
+        }
     }
 
     #[test]

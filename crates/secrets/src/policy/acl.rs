@@ -11,12 +11,15 @@
 //! (union of capabilities, parameters merged, `deny` clears everything); different patterns
 //! never merge. `sudo` is needed on root-protected paths in addition to the operation's
 //! capability. Parameter constraints (required, denied, allowed) apply to read, create, update
-//! and patch; any failure is `permission denied`, as in Vault.
+//! and patch; any failure is `permission denied`, as in Vault. A rule's `min_wrapping_ttl` and
+//! `max_wrapping_ttl` admit only requests wrapped with a TTL within them (merged rules keep the
+//! lesser of each bound).
 //!
 //! Invariant: an `Acl` is immutable once built and cheap to clone (one `Arc`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use secrets_sdk::{Data, Operation};
 use serde_json::Value;
@@ -115,8 +118,9 @@ impl Acl {
         self.inner.root
     }
 
-    /// Checks one request. `path` is the full logical path (`secret/foo`, `sys/mounts`; for a
-    /// list it ends with `/`); `needs_sudo` is set for root-protected paths.
+    /// Checks one request that asked for no response wrapping. `path` is the full logical path
+    /// (`secret/foo`, `sys/mounts`; for a list it ends with `/`); `needs_sudo` is set for
+    /// root-protected paths.
     pub(crate) fn check(
         &self,
         path: &str,
@@ -124,7 +128,20 @@ impl Acl {
         data: &Data,
         needs_sudo: bool,
     ) -> Result<(), Error> {
-        if self.allows(path, operation, data, needs_sudo) {
+        self.check_wrapped(path, operation, data, needs_sudo, None)
+    }
+
+    /// [`Acl::check`] for a request with its wrap TTL (`X-Vault-Wrap-TTL`; `None` when the
+    /// request sent none), which a rule's `min_wrapping_ttl`/`max_wrapping_ttl` bound.
+    pub(crate) fn check_wrapped(
+        &self,
+        path: &str,
+        operation: Operation,
+        data: &Data,
+        needs_sudo: bool,
+        wrap_ttl: Option<Duration>,
+    ) -> Result<(), Error> {
+        if self.allows_wrapped(path, operation, data, needs_sudo, wrap_ttl) {
             Ok(())
         } else {
             Err(Error::PermissionDenied)
@@ -138,6 +155,18 @@ impl Acl {
         operation: Operation,
         data: &Data,
         needs_sudo: bool,
+    ) -> bool {
+        self.allows_wrapped(path, operation, data, needs_sudo, None)
+    }
+
+    /// [`Acl::check_wrapped`] as a boolean.
+    pub(crate) fn allows_wrapped(
+        &self,
+        path: &str,
+        operation: Operation,
+        data: &Data,
+        needs_sudo: bool,
+        wrap_ttl: Option<Duration>,
     ) -> bool {
         if self.inner.root {
             return true;
@@ -160,9 +189,7 @@ impl Acl {
         if caps & needed == 0 {
             return false;
         }
-        // Response wrapping is not offered, so a request can never satisfy a wrapping TTL
-        // bound: Vault denies unwrapped requests on such paths.
-        if !permissions.max_wrapping_ttl.is_zero() || !permissions.min_wrapping_ttl.is_zero() {
+        if !wrapping_allowed(permissions, wrap_ttl) {
             return false;
         }
         if matches!(
@@ -275,6 +302,20 @@ impl Acl {
         }
         best.map(|c| c.perms)
     }
+}
+
+/// Vault's wrapping bounds: a bound set on the rule needs a wrapped request whose TTL is within
+/// it (a request sending no wrap TTL is denied); bounds that crossed when policies merged
+/// deny everything.
+fn wrapping_allowed(permissions: &Permissions, wrap_ttl: Option<Duration>) -> bool {
+    let (min, max) = (permissions.min_wrapping_ttl, permissions.max_wrapping_ttl);
+    if !max.is_zero() && wrap_ttl.is_none_or(|ttl| ttl > max) {
+        return false;
+    }
+    if !min.is_zero() && wrap_ttl.is_none_or(|ttl| ttl < min) {
+        return false;
+    }
+    min.is_zero() || max.is_zero() || min <= max
 }
 
 struct Candidate<'a> {
@@ -879,6 +920,50 @@ mod tests {
             max_wrapping_ttl = "1h"
         }"#]);
         assert!(!acl.allows("s/w", Operation::Read, &Data::new(), false));
+    }
+
+    #[test]
+    fn wrapping_ttl_bounds_allow_wrapped_requests_within_them() {
+        let acl = build(&[
+            r#"path "s/both" { capabilities = ["read"]
+                 min_wrapping_ttl = "1m"
+                 max_wrapping_ttl = "1h" }"#,
+            r#"path "s/min" { capabilities = ["read"]
+                 min_wrapping_ttl = "1m" }"#,
+            r#"path "s/none" { capabilities = ["read"] }"#,
+        ]);
+        let secs = |s: u64| Some(Duration::from_secs(s));
+        for (path, ttl, allowed) in [
+            ("s/both", secs(60), true),
+            ("s/both", secs(3600), true),
+            ("s/both", secs(59), false),
+            ("s/both", secs(3601), false),
+            ("s/both", None, false),
+            ("s/min", secs(86_400), true),
+            ("s/min", secs(0), false),
+            ("s/none", None, true),
+            ("s/none", secs(5), true),
+        ] {
+            let got = acl.allows_wrapped(path, Operation::Read, &Data::new(), false, ttl);
+            assert_eq!(got, allowed, "{path} {ttl:?}");
+        }
+    }
+
+    #[test]
+    fn merged_wrapping_bounds_keep_the_lesser_and_crossed_bounds_deny() {
+        let acl = build(&[
+            r#"path "s/w" { capabilities = ["read"]
+                 min_wrapping_ttl = "10m" }"#,
+            r#"path "s/w" { capabilities = ["read"]
+                 max_wrapping_ttl = "5m" }"#,
+        ]);
+        for secs in [60, 300, 600, 900] {
+            let ttl = Some(Duration::from_secs(secs));
+            assert!(
+                !acl.allows_wrapped("s/w", Operation::Read, &Data::new(), false, ttl),
+                "{secs}"
+            );
+        }
     }
 
     #[test]

@@ -11,6 +11,9 @@
 //!
 //! Invariants:
 //! - `root` is never stored, cannot be written or deleted, and short-circuits every check;
+//! - `response-wrapping` (what a wrapping token holds: create and read on `cubbyhole/response`,
+//!   update on `sys/wrapping/unwrap`) is never stored, listed, written or deleted; its ACL is
+//!   built from [`RESPONSE_WRAPPING_POLICY_TEXT`], and no other token can be given it;
 //! - `default` always exists after [`PolicyStore::load`] (created with Vault's text when
 //!   missing), may be edited, cannot be deleted;
 //! - names are lower-case; the cache holds every stored ACL policy, parsed, while unsealed and
@@ -35,6 +38,20 @@ pub(crate) const ACL_PREFIX: &str = "sys/policy/";
 pub(crate) const RGP_PREFIX: &str = "sys/policy-rgp/";
 /// Key prefix of endpoint governing policies.
 pub(crate) const EGP_PREFIX: &str = "sys/policy-egp/";
+
+/// The name of the fixed policy of response-wrapping tokens.
+pub(crate) const RESPONSE_WRAPPING_POLICY: &str = "response-wrapping";
+
+/// Vault's `response-wrapping` policy: what a wrapping token may do.
+pub(crate) const RESPONSE_WRAPPING_POLICY_TEXT: &str = r#"
+path "cubbyhole/response" {
+    capabilities = ["create", "read"]
+}
+
+path "sys/wrapping/unwrap" {
+    capabilities = ["update"]
+}
+"#;
 
 /// Vault's `default` policy.
 pub(crate) const DEFAULT_POLICY: &str = r#"
@@ -252,6 +269,11 @@ impl PolicyStore {
         if policies.iter().any(|p| p == "root") {
             return Acl::root();
         }
+        if let [only] = policies
+            && only == RESPONSE_WRAPPING_POLICY
+        {
+            return response_wrapping_acl();
+        }
         let mut names: Vec<String> = policies.to_vec();
         names.sort();
         names.dedup();
@@ -299,10 +321,10 @@ impl PolicyStore {
     /// Creates or replaces an ACL policy. `raw` is already base64-decoded; a parse error is
     /// a 400 with Vault's `failed to parse policy: ...` message.
     pub(crate) async fn set(&self, state: &State, name: &str, raw: &str) -> Result<(), Error> {
-        if name == "root" {
-            return Err(Error::InvalidParameter(
-                "cannot update \"root\" policy".to_owned(),
-            ));
+        if name == "root" || name == RESPONSE_WRAPPING_POLICY {
+            return Err(Error::InvalidParameter(format!(
+                "cannot update {name:?} policy"
+            )));
         }
         let parsed = parse::parse(raw).map_err(Error::InvalidParameter)?;
         let _guard = self.write.lock().await;
@@ -327,10 +349,10 @@ impl PolicyStore {
     /// Deletes an ACL policy (a missing one is fine). `root` and `default` cannot be deleted.
     pub(crate) async fn delete(&self, state: &State, name: &str) -> Result<(), Error> {
         match name {
-            "root" => {
-                return Err(Error::InvalidParameter(
-                    "cannot delete \"root\" policy".to_owned(),
-                ));
+            "root" | RESPONSE_WRAPPING_POLICY => {
+                return Err(Error::InvalidParameter(format!(
+                    "cannot delete {name:?} policy"
+                )));
             }
             "default" => {
                 return Err(Error::InvalidParameter(
@@ -497,6 +519,17 @@ async fn put_record(state: &State, record: &PolicyRecord) -> Result<(), Error> {
     state.barrier().put(&key, &bytes).await
 }
 
+/// The ACL of a response-wrapping token, built once.
+fn response_wrapping_acl() -> Acl {
+    static ACL: std::sync::OnceLock<Acl> = std::sync::OnceLock::new();
+    ACL.get_or_init(|| match parse::parse(RESPONSE_WRAPPING_POLICY_TEXT) {
+        Ok(policy) => Acl::new([&policy], None),
+        // The text is a constant that a unit test parses; should it ever fail, deny all.
+        Err(_) => Acl::new(std::iter::empty(), None),
+    })
+    .clone()
+}
+
 /// Vault's `policyutil.SanitizePolicies`: trims, lower-cases, drops empties and duplicates,
 /// adds `default` when asked, sorts; a list containing `root` becomes just `["root"]`.
 pub(crate) fn sanitize_policies(policies: &[String], add_default: bool) -> Vec<String> {
@@ -555,6 +588,30 @@ mod tests {
             false
         ));
         assert!(!acl.allows("secret/x", secrets_sdk::Operation::Read, &empty, false));
+    }
+
+    #[test]
+    fn response_wrapping_acl_allows_only_the_unwrap_paths() {
+        parse::parse(RESPONSE_WRAPPING_POLICY_TEXT).unwrap();
+        let store = PolicyStore::default();
+        let acl = store.acl_cached(&list(&[RESPONSE_WRAPPING_POLICY]), None);
+        let empty = secrets_sdk::Data::new();
+        use secrets_sdk::Operation::{Create, Read, Update};
+        for (path, op, allowed) in [
+            ("sys/wrapping/unwrap", Update, true),
+            ("cubbyhole/response", Read, true),
+            ("cubbyhole/response", Create, true),
+            ("cubbyhole/other", Read, false),
+            ("sys/wrapping/rewrap", Update, false),
+            ("auth/token/lookup-self", Read, false),
+            ("secret/x", Read, false),
+        ] {
+            assert_eq!(
+                acl.allows(path, op, &empty, false),
+                allowed,
+                "{path} {op:?}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub(crate) mod leases;
 pub(crate) mod mounts;
 pub(crate) mod policies;
 pub(crate) mod seal;
+pub(crate) mod wrapping;
 
 use secrets_sdk::{Request, Response};
 
@@ -30,6 +31,7 @@ enum Family {
     Capabilities,
     Leases,
     Seal,
+    Wrapping,
 }
 
 fn family(path: &str) -> Option<Family> {
@@ -41,6 +43,7 @@ fn family(path: &str) -> Option<Family> {
         "capabilities" | "capabilities-self" | "capabilities-accessor" => Family::Capabilities,
         "leases" | "renew" | "revoke" | "revoke-prefix" | "revoke-force" => Family::Leases,
         "seal" | "rotate" | "key-status" | "step-down" => Family::Seal,
+        "wrapping" => Family::Wrapping,
         _ => return None,
     })
 }
@@ -58,6 +61,7 @@ pub(crate) async fn handle(
         Some(Family::Capabilities) => capabilities::handle(state, ctx, req).await,
         Some(Family::Leases) => leases::handle(state, ctx, req).await,
         Some(Family::Seal) => seal::handle(state, ctx, req).await,
+        Some(Family::Wrapping) => wrapping::handle(state, ctx, req).await,
         None => Err(Error::UnsupportedPath),
     }
 }
@@ -76,6 +80,7 @@ mod tests {
         assert_eq!(family("capabilities-self"), Some(Family::Capabilities));
         assert_eq!(family("leases/lookup/"), Some(Family::Leases));
         assert_eq!(family("rotate/config"), Some(Family::Seal));
+        assert_eq!(family("wrapping/unwrap"), Some(Family::Wrapping));
         assert_eq!(family("nope"), None);
     }
 }

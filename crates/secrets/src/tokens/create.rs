@@ -4,7 +4,8 @@
 //!
 //! Invariants: a non-root, non-sudo parent grants only a subset of its own policies (unless a
 //! role allows more); `no_parent`, `period` and `id` need root or sudo; only a root parent
-//! creates a `root` token; auth methods never do.
+//! creates a `root` token; auth methods never do; no token is given `response-wrapping` except
+//! the wrapping tokens [`TokenStore::create_wrapping`] makes (400 `cannot assign policy`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use secrets_sdk::{Auth, Data, fields};
 use super::roles::Role;
 use super::{SYSTEM_MAX_TTL, TokenEntry, TokenStore, store};
 use crate::mounts::MountEntry;
+use crate::policy::RESPONSE_WRAPPING_POLICY;
 use crate::{Error, State};
 
 /// Which create endpoint was called.
@@ -102,6 +104,14 @@ fn lifetimes(
         max_expire = Some(max_expire.map_or(cap, |m| m.min(cap)));
     }
     (ttl, Some(now + ms(ttl)), max_expire)
+}
+
+/// Vault's non-assignable policies: `response-wrapping` belongs to wrapping tokens alone.
+fn refuse_internal_policies(policies: &[String]) -> Result<(), Error> {
+    match policies.iter().find(|p| *p == RESPONSE_WRAPPING_POLICY) {
+        Some(policy) => Err(bad(format!("cannot assign policy {policy:?}"))),
+        None => Ok(()),
+    }
 }
 
 impl TokenStore {
@@ -265,6 +275,7 @@ impl TokenStore {
                 }
             }
         }
+        refuse_internal_policies(&policies)?;
         if policies.iter().any(|p| p == "root") && !parent.is_root() {
             return Err(bad(
                 "root tokens may not be created without parent token being root",
@@ -311,6 +322,44 @@ impl TokenStore {
         Ok((entry, warnings))
     }
 
+    /// Creates a response-wrapping token (Vault's `wrapInCubbyhole`): an orphan holding only
+    /// the `response-wrapping` policy, usable once, living `ttl` from `now_ms` at most.
+    /// `display_name` is the caller's; `path` the request path that was wrapped.
+    pub(crate) async fn create_wrapping(
+        &self,
+        state: &State,
+        display_name: &str,
+        path: &str,
+        ttl: Duration,
+        now_ms: i64,
+    ) -> Result<TokenEntry, Error> {
+        let expire = now_ms.saturating_add(ms(ttl));
+        let entry = TokenEntry {
+            version: 1,
+            id: store::new_token_id(),
+            accessor: store::new_accessor(),
+            policies: vec![RESPONSE_WRAPPING_POLICY.to_owned()],
+            entity_id: None,
+            display_name: display_name.to_owned(),
+            path: path.to_owned(),
+            meta: BTreeMap::new(),
+            num_uses: 1,
+            parent: None,
+            creation_time: now_ms,
+            ttl: secs(ttl),
+            expire_time: Some(expire),
+            max_expire: Some(expire),
+            explicit_max_ttl: secs(ttl),
+            period: 0,
+            renewable: false,
+            last_renewal: None,
+            role: None,
+            token_type: "service".to_owned(),
+        };
+        self.insert_new(state, &entry).await?;
+        Ok(entry)
+    }
+
     /// Creates the token a successful login grants (an orphan bound to `entity_id`).
     pub(crate) async fn create_for_login(
         &self,
@@ -320,6 +369,7 @@ impl TokenStore {
         entity_id: Option<String>,
     ) -> Result<TokenEntry, Error> {
         let policies = sanitize_policies(&auth.policies, true);
+        refuse_internal_policies(&policies)?;
         if policies.iter().any(|p| p == "root") {
             return Err(bad("auth methods cannot create root tokens"));
         }

@@ -7,8 +7,12 @@
 //!   unknown, expired and used-up tokens. An expired token found by a lookup is revoked in the
 //!   background; [`tidy`] (called every second by the lease loop, `leases::run`) revokes every
 //!   expired or used-up token, so their children and leases go too.
-//! - Revoking a token revokes its whole subtree (unless `revoke-orphan`) and every lease each
-//!   revoked token created (`leases().revoke_by_token`).
+//! - Revoking a token revokes its whole subtree (unless `revoke-orphan`), every lease each
+//!   revoked token created (`leases().revoke_by_token`) and what engines keep for it (its
+//!   cubbyhole: `Engine::token_revoked`).
+//! - Response-wrapping tokens (`create_wrapping`, used by `wrapping.rs`) are ordinary stored
+//!   tokens: orphans with the one policy `response-wrapping`, one use, and their wrap TTL as
+//!   both TTL and hard maximum, so they expire and are tidied like any other.
 //! - Expiry is a stored deadline (`expire_time`); after a restart [`TokenStore::load`] rebuilds
 //!   the in-memory expiry index from storage, so no deadline is lost.
 //! - Batch tokens are not supported yet: `type=batch` is a 400.
@@ -77,6 +81,23 @@ impl TokenEntry {
 
     pub(crate) fn is_root(&self) -> bool {
         self.policies.iter().any(|p| p == "root")
+    }
+
+    /// Whether this is a response-wrapping token (its one policy is `response-wrapping`, which
+    /// no other token can be given).
+    pub(crate) fn is_wrapping(&self) -> bool {
+        matches!(self.policies.as_slice(), [only] if only == crate::policy::RESPONSE_WRAPPING_POLICY)
+    }
+
+    /// Who the token is, as an engine sees it (never the id itself).
+    pub(crate) fn request_auth(&self) -> secrets_sdk::RequestAuth {
+        secrets_sdk::RequestAuth {
+            accessor: self.accessor.clone(),
+            display_name: self.display_name.clone(),
+            policies: self.policies.clone(),
+            entity_id: self.entity_id.clone(),
+            token_hash: self.hash(),
+        }
     }
 
     pub(crate) fn is_expired(&self, now_ms: i64) -> bool {
@@ -386,6 +407,7 @@ impl TokenStore {
         if let Some(entry) = &entry {
             store::revoke_leases(state, &entry.accessor).await?;
         }
+        store::drop_engine_data(state, hash).await?;
         let _guard = self.write_lock.lock().await;
         let children_prefix = format!("{}{hash}/", store::PARENT_PREFIX);
         for child in store::list(state, &children_prefix).await? {

@@ -13,6 +13,7 @@
 use rand::Rng;
 use serde::de::DeserializeOwned;
 
+use crate::mounts::Backend;
 use crate::{Error, State};
 
 pub(crate) const ID_PREFIX: &str = "sys/token/id/";
@@ -99,6 +100,17 @@ pub(crate) async fn scan(state: &State, prefix: &str) -> Result<Vec<(String, Vec
 /// Revokes every lease the token with this accessor created (the expiration manager's side).
 pub(crate) async fn revoke_leases(state: &State, accessor: &str) -> Result<(), Error> {
     state.leases().revoke_by_token(state, accessor).await
+}
+
+/// Drops what every mounted engine keeps for the token with this hash (its cubbyhole).
+pub(crate) async fn drop_engine_data(state: &State, hash: &str) -> Result<(), Error> {
+    let mounts = state.mounts();
+    for entry in mounts.entries() {
+        if let Some((_, Backend::Engine(engine))) = mounts.by_uuid(&entry.uuid) {
+            engine.token_revoked(hash).await?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn get_json<T: DeserializeOwned>(
