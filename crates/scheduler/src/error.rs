@@ -72,34 +72,6 @@ impl IntoResponse for Error {
     }
 }
 
-/// Several problems in one message, as hashicorp/go-multierror renders them (upstream joins
-/// validation errors with it): `1 error occurred:\n\t* a\n\n`,
-/// `2 errors occurred:\n\t* a\n\t* b\n\n`.
-pub(crate) fn multierror(errors: &[String]) -> String {
-    let noun = if errors.len() == 1 { "error" } else { "errors" };
-    let mut out = format!("{} {noun} occurred:\n", errors.len());
-    for error in errors {
-        out.push_str("\t* ");
-        out.push_str(error);
-        out.push('\n');
-    }
-    out.push('\n');
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn multierror_renders_like_go_multierror() {
-        assert_eq!(
-            multierror(&["a".to_owned()]),
-            "1 error occurred:\n\t* a\n\n"
-        );
-        assert_eq!(
-            multierror(&["a".to_owned(), "b".to_owned()]),
-            "2 errors occurred:\n\t* a\n\t* b\n\n"
-        );
-    }
-}
+/// Several problems in one message, as go-multierror renders them (upstream joins validation
+/// errors with it).
+pub(crate) use stdx::multierror::render as multierror;

@@ -147,8 +147,8 @@ fn parse_terms(input: &str, mut rest: &str, limit: u128) -> Result<u128, Duratio
         if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
             let mut err = invalid(DurationErrorKind::ExpectedNumber);
             let before_second_dot = fraction.split('.').next().unwrap_or("");
-            err.go_missing_unit = fraction.contains('.')
-                && !(whole.is_empty() && before_second_dot.is_empty());
+            err.go_missing_unit =
+                fraction.contains('.') && !(whole.is_empty() && before_second_dot.is_empty());
             return Err(err);
         }
         let unit_nanos: u128 = match unit {
@@ -323,8 +323,14 @@ mod tests {
         );
         assert_eq!(message("abc"), r#"time: invalid duration "abc""#);
         assert_eq!(message(""), r#"time: invalid duration """#);
-        assert_eq!(message("1..2s"), r#"time: missing unit in duration "1..2s""#);
-        assert_eq!(message("1.2.3s"), r#"time: missing unit in duration "1.2.3s""#);
+        assert_eq!(
+            message("1..2s"),
+            r#"time: missing unit in duration "1..2s""#
+        );
+        assert_eq!(
+            message("1.2.3s"),
+            r#"time: missing unit in duration "1.2.3s""#
+        );
         assert_eq!(message(".5.m"), r#"time: missing unit in duration ".5.m""#);
         assert_eq!(message("..5s"), r#"time: invalid duration "..5s""#);
     }

@@ -10,6 +10,7 @@
 //! - [`strconv`]: Go's `strconv.ParseBool`.
 //! - [`hex`]: lowercase hex encoding and decoding.
 //! - [`glob`]: `*` globs as ryanuber/go-glob matches them.
+//! - [`multierror`]: several errors in one message, as go-multierror renders them.
 //!
 //! Where it sits: below every other crate; it depends on nothing of ours and on no HTTP crate.
 //!
@@ -20,5 +21,6 @@ pub mod clock;
 pub mod duration;
 pub mod glob;
 pub mod hex;
+pub mod multierror;
 pub mod strconv;
 pub mod time;

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use secrets_sdk::{Data, EngineError, fields};
 use serde_json::Value;
+use stdx::multierror::render as multierror;
 
 /// How a field is typed (Vault's `framework.FieldType`s that kv uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,19 +196,6 @@ fn validate_custom_metadata(metadata: &BTreeMap<String, String>) -> Result<(), E
 fn printable(text: &str) -> bool {
     text.chars()
         .all(|c| !c.is_control() && (c == ' ' || !c.is_whitespace()))
-}
-
-/// Several errors as hashicorp/go-multierror renders them (`1 error occurred:\n\t* a\n\n`).
-fn multierror(errors: &[String]) -> String {
-    let noun = if errors.len() == 1 { "error" } else { "errors" };
-    let mut out = format!("{} {noun} occurred:\n", errors.len());
-    for error in errors {
-        out.push_str("\t* ");
-        out.push_str(error);
-        out.push('\n');
-    }
-    out.push('\n');
-    out
 }
 
 #[cfg(test)]
