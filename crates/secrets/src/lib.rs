@@ -8,7 +8,10 @@
 //! finds the backend by longest prefix (`mounts.rs`: `sys/`, `auth/token/`, `identity/`, and
 //! every mounted engine or auth method), asks the engine's existence check for create vs
 //! update, checks the ACL (`policy/`), calls the backend, and turns the answer into Vault's
-//! envelope, creating a token for a login and a lease for a leased secret (`leases.rs`).
+//! envelope, creating a token for a login and a lease for a leased secret (`leases.rs`). A
+//! request with a wrap TTL gets its envelope wrapped instead (`wrapping.rs`: kept in a new
+//! single-use token's cubbyhole, the `secrets-cubbyhole` engine every store mounts at
+//! `cubbyhole/`; `sys/wrapping/*` in `sys/wrapping.rs` unwraps, looks up and rewraps).
 //!
 //! Everything persisted goes through the barrier (`barrier.rs`: AES-256-GCM keyring), itself
 //! unlocked by the seal (`seal.rs`: Shamir shares).
@@ -17,8 +20,9 @@
 //! - Nothing this crate writes reaches the store unencrypted, except the seal configuration
 //!   and the encrypted keyring; every key starts with `secrets/`.
 //! - Engines see only their mount's barrier view, through `secrets-sdk`.
-//! - Every lease and token expiry is rebuilt from storage after a restart and unseal, and
-//!   again whenever the expiry loop starts (this server gained leadership).
+//! - Every lease and token expiry (wrapping tokens included) is rebuilt from storage after a
+//!   restart and unseal, and again whenever the expiry loop starts (this server gained
+//!   leadership); a revoked or expired token's cubbyhole goes with it.
 //! - One clock ([`State::open_with_clock`]; the system clock by default) stamps and expires
 //!   everything: tokens, leases, policies and the keyring's install times.
 //! - The secrets crate never depends on another service crate.
