@@ -1,9 +1,13 @@
-"""Start one `cairn dev` for the whole pytest session and hand out upstream clients.
+"""Start `cairn dev` for the pytest session and hand out upstream clients.
 
+Two servers at most: `cairn` runs `cairn dev --acl` (every service enforces
+tokens; most scenarios use it with the root token), `cairn_open` runs plain
+`cairn dev` (the registry and the scheduler open, as upstream's dev agents).
 The binary comes from $CAIRN_BIN (default <repo>/target/debug/cairn). Every
 listener binds 127.0.0.1:0; the real addresses and the root token are read from
-the banner cairn prints on stdout, which ends with a line `ready`. On teardown
-cairn gets SIGTERM and must exit 0: an unclean shutdown fails the run.
+the banner cairn prints on stdout, up to its line `ready` (the environment
+lines after it are kept in `banner`). On teardown cairn gets SIGTERM and must
+exit 0: an unclean shutdown fails the run.
 """
 
 from __future__ import annotations
@@ -85,12 +89,25 @@ def _cairn_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def cairn(tmp_path_factory: pytest.TempPathFactory):
+    """`cairn dev --acl`: tokens required everywhere, the root token manages all."""
+    yield from _run_cairn(tmp_path_factory, ["--acl"])
+
+
+@pytest.fixture(scope="session")
+def cairn_open(tmp_path_factory: pytest.TempPathFactory):
+    """Plain `cairn dev`: the registry and the scheduler need no token."""
+    yield from _run_cairn(tmp_path_factory, [])
+
+
+def _run_cairn(tmp_path_factory: pytest.TempPathFactory, extra_args: list[str]):
     binary = _cairn_bin()
     work = tmp_path_factory.mktemp("cairn")
     data_dir = str(work / "data")
     token = "root-" + secrets.token_hex(16)
     stderr_path = work / "cairn.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    # The per-user environment file `cairn dev --env` reads stays in the work dir.
+    env["CAIRN_DEV_ENV_FILE"] = str(work / "dev.env")
     cmd = [
         str(binary), "dev",
         "--data-dir", data_dir,
@@ -99,6 +116,7 @@ def cairn(tmp_path_factory: pytest.TempPathFactory):
         "--registry-addr", "127.0.0.1:0",
         "--scheduler-addr", "127.0.0.1:0",
         "--platform-addr", "127.0.0.1:0",
+        *extra_args,
     ]  # fmt: skip
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen(

@@ -39,6 +39,17 @@ pub(crate) struct DevArgs {
     /// The bootstrap token for every service (default: random, printed at start).
     #[arg(long, env = "CAIRN_ROOT_TOKEN", value_name = "TOKEN")]
     pub(crate) root_token: Option<String>,
+    /// Enforce ACLs in the registry and the scheduler too, with the root token as their initial
+    /// management token (default: open, as `consul agent -dev` and `nomad agent -dev`; the
+    /// secrets store and the platform always require tokens).
+    #[arg(long, env = "CAIRN_ACL")]
+    pub(crate) acl: bool,
+    /// Print the environment lines of a running `cairn dev` (VAULT_ADDR, VAULT_TOKEN,
+    /// CONSUL_HTTP_ADDR, NOMAD_ADDR, TFE_ADDRESS, ...) and exit: `eval "$(cairn dev --env)"`.
+    /// Reads `--data-dir`'s `dev.env` if given, else the per-user file the last dev server wrote
+    /// ($CAIRN_DEV_ENV_FILE, or cairn-dev.env in $XDG_RUNTIME_DIR, or ~/.cairn-dev.env).
+    #[arg(long)]
+    pub(crate) env: bool,
     /// Secrets store listen address.
     #[arg(
         long,

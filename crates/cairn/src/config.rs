@@ -11,11 +11,16 @@
 //!   }
 //! }
 //! registry {}                       # upstream default address 127.0.0.1:8500
-//! scheduler { enabled = false }
+//! scheduler {
+//!   acl { enabled = false }         # ACLs are on unless a block turns them off
+//! }
 //! ```
 //!
-//! A service runs when its block is present and `enabled` is not false. Invariants: unknown
-//! keys are errors (a typo never silently disables TLS); at least one service runs; no two
+//! A service runs when its block is present and `enabled` is not false. The registry and the
+//! scheduler enforce ACLs unless their `acl` block says `enabled = false` (the registry's block
+//! also takes `initial_management_token` and `default_policy`); with no initial token, an
+//! operator bootstraps one through the upstream bootstrap API. Invariants: unknown keys are
+//! errors (a typo never silently disables TLS or ACLs); at least one service runs; no two
 //! enabled services share an address.
 
 use std::net::SocketAddr;
@@ -49,7 +54,8 @@ pub(crate) struct ServiceBlock {
     pub(crate) address: Option<SocketAddr>,
     #[serde(default)]
     pub(crate) tls: Option<TlsBlock>,
-    /// Registry only: `acl { enabled = true  initial_management_token = "..."  default_policy = "deny" }`.
+    /// Registry: `acl { enabled = true  initial_management_token = "..."  default_policy = "deny" }`;
+    /// scheduler: `acl { enabled = true }`. Both default to enabled.
     #[serde(default)]
     pub(crate) acl: Option<AclBlock>,
 }
@@ -121,12 +127,13 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
             cert_file: resolve(tls.cert_file),
             key_file: resolve(tls.key_file),
         });
-        let registry_acl = match (kind, block.acl) {
-            (_, None) => None,
-            (ServiceKind::Registry, Some(acl)) => Some(registry_acl(acl)?),
+        let (registry_acl, scheduler_acl) = match (kind, block.acl) {
+            (_, None) => (None, None),
+            (ServiceKind::Registry, Some(acl)) => (Some(registry_acl(acl)?), None),
+            (ServiceKind::Scheduler, Some(acl)) => (None, Some(scheduler_acl(acl)?)),
             (other, Some(_)) => {
                 return Err(Error::Config(format!(
-                    "{}: acl blocks are only supported for the registry",
+                    "{}: acl blocks are only supported for the registry and the scheduler",
                     other.name()
                 )));
             }
@@ -136,6 +143,7 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
             addr,
             tls,
             registry_acl,
+            scheduler_acl,
         });
     }
     if services.is_empty() {
@@ -149,9 +157,23 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
         data_dir: DataDir::Kept(resolve(config.data_dir)),
         services,
         dev_root_token: None,
+        dev_acl: false,
+        dev_env_files: Vec::new(),
         platform_rate_limiting: true,
         scheduler_client: false,
     })
+}
+
+/// The scheduler's `acl` block: only `enabled` (Nomad bootstraps its first management token
+/// through `/v1/acl/bootstrap`).
+fn scheduler_acl(block: AclBlock) -> Result<bool, Error> {
+    if block.initial_management_token.is_some() || block.default_policy.is_some() {
+        return Err(Error::Config(
+            "scheduler acl: only `enabled` is supported (bootstrap the first token with /v1/acl/bootstrap)"
+                .to_owned(),
+        ));
+    }
+    Ok(block.enabled)
 }
 
 fn registry_acl(block: AclBlock) -> Result<registry::AclConfig, Error> {
@@ -248,6 +270,20 @@ mod tests {
         let err = check("data_dir = \"d\"\nregistry {\n acl { default_policy = \"maybe\" }\n}")
             .unwrap_err();
         assert!(err.contains("allow or deny"), "{err}");
+    }
+
+    #[test]
+    fn config_reads_scheduler_acl_and_leaves_it_on_by_default() {
+        let plan = check("data_dir = \"d\"\nscheduler {}").unwrap();
+        assert_eq!(
+            plan.services[0].scheduler_acl, None,
+            "absent: the default (on)"
+        );
+        let plan = check("data_dir = \"d\"\nscheduler {\n acl { enabled = false }\n}").unwrap();
+        assert_eq!(plan.services[0].scheduler_acl, Some(false));
+        let err = check("data_dir = \"d\"\nscheduler {\n acl { default_policy = \"allow\" }\n}")
+            .unwrap_err();
+        assert!(err.contains("only `enabled`"), "{err}");
     }
 
     #[test]

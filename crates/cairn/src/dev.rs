@@ -1,5 +1,6 @@
 //! `cairn dev`: all four services on 127.0.0.1, an embedded store in a temporary (or given)
-//! directory, and one bootstrap token.
+//! directory, and one bootstrap token; the registry and the scheduler open unless `--acl`, as
+//! upstream's dev agents. `cairn dev --env` prints a running dev server's environment lines.
 //!
 //! Invariant: a temporary data dir lives exactly as long as the process's run and is removed
 //! after the store has closed; a `--data-dir` is never removed.
@@ -11,6 +12,11 @@ use crate::cli::DevArgs;
 use crate::wiring::{self, DataDir, Error, Listen, Plan, ServiceKind};
 
 pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
+    if args.env {
+        let lines = crate::dev_env::read(args.data_dir.as_deref()).map_err(Error::DevEnv)?;
+        crate::println_stdout(lines.trim_end());
+        return Ok(());
+    }
     http_kit::init_tracing(args.log.log_format, &args.log.log_level);
     let data_dir = match args.data_dir {
         Some(path) => DataDir::Kept(path),
@@ -30,7 +36,11 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         addr,
         tls: None,
         registry_acl: None,
+        scheduler_acl: None,
     };
+    let dev_env_files = std::iter::once(data_dir.path().join(crate::dev_env::FILE_NAME))
+        .chain(crate::dev_env::user_file())
+        .collect();
     let plan = Plan {
         mode: "dev",
         data_dir,
@@ -41,6 +51,8 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
             listen(ServiceKind::Platform, args.platform_addr),
         ],
         dev_root_token: Some(root_token),
+        dev_acl: args.acl,
+        dev_env_files,
         platform_rate_limiting: args.platform_rate_limiting,
         scheduler_client: true,
     };

@@ -12,6 +12,7 @@ mod agent;
 mod cli;
 mod config;
 mod dev;
+mod dev_env;
 mod wiring;
 
 use std::process::ExitCode;

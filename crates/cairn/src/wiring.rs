@@ -68,6 +68,8 @@ pub(crate) struct Listen {
     pub(crate) tls: Option<TlsFiles>,
     /// The registry's ACL settings from the config file (`cairn dev` derives its own).
     pub(crate) registry_acl: Option<registry::AclConfig>,
+    /// Whether the scheduler enforces ACLs, from the config file (absent: on).
+    pub(crate) scheduler_acl: Option<bool>,
 }
 
 /// Where the store lives.
@@ -97,6 +99,12 @@ pub(crate) struct Plan {
     pub(crate) services: Vec<Listen>,
     /// `cairn dev`'s bootstrap token, given to every service.
     pub(crate) dev_root_token: Option<String>,
+    /// `cairn dev --acl`: the registry and the scheduler enforce ACLs (otherwise, as upstream's
+    /// dev agents, they are open). Not used by `cairn server`, which reads its config.
+    pub(crate) dev_acl: bool,
+    /// Where `cairn dev` writes the environment lines of its banner (mode 0600), for
+    /// `cairn dev --env`; removed at exit. Empty for `cairn server`.
+    pub(crate) dev_env_files: Vec<PathBuf>,
     /// The platform's API rate limiting (TFE's `api-rate-limiting-enabled`; on by default).
     pub(crate) platform_rate_limiting: bool,
     /// Whether a scheduler client (the job-running agent) runs in this process (`cairn dev`).
@@ -111,6 +119,8 @@ pub(crate) enum Error {
     DataDir(std::io::Error),
     #[error("the root token must not be empty")]
     InvalidRootToken,
+    #[error("{0}")]
+    DevEnv(String),
     #[error("configuration: {0}")]
     Config(String),
     #[error("cannot open the store in {path}: {source}")]
@@ -213,6 +223,7 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
     let runner = cluster::Runner::embedded(shutdown.clone());
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
+    let mut urls = Vec::new();
     for (service, listener, local, tls) in bound {
         let kind = service.kind;
         let router = match build_service(kind, service, local, plan, storage.clone(), &runner).await
@@ -226,6 +237,7 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
         let router = http_kit::layers(router, &http_kit::HttpOptions::default());
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
+        urls.push((kind, format!("{scheme}://{local}")));
         let token = shutdown.clone();
         tasks.spawn(async move {
             let served = match tls {
@@ -251,6 +263,19 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
         banner.push(format!("  {:<11} {token}", "root token"));
     }
     banner.push("ready".to_owned());
+    // `cairn dev` ends its banner with the lines upstream tools read, ready to paste (and in
+    // a file for `cairn dev --env`).
+    let dev_env = plan.dev_root_token.as_ref().map(|token| {
+        crate::dev_env::render(&crate::dev_env::DevEnv {
+            urls: &urls,
+            token,
+            acl: plan.dev_acl,
+        })
+    });
+    if let Some(lines) = &dev_env {
+        banner.push(lines.trim_end().to_owned());
+        crate::dev_env::write(&plan.dev_env_files, lines);
+    }
     crate::println_stdout(&banner.join("\n"));
     tracing::info!(
         message = "Cairn is ready.",
@@ -273,6 +298,9 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
         }
     }
     runner.shutdown_and_wait().await;
+    if let Some(lines) = &dev_env {
+        crate::dev_env::remove(&plan.dev_env_files, lines);
+    }
     tracing::info!(message = "All services stopped.");
     match failure {
         Some(Err(err)) => Err(err),
@@ -319,13 +347,20 @@ async fn build_service(
         ServiceKind::Registry => {
             let mut config = registry::Config::new(advertise(local));
             config.acl = match (&dev_root_token, &listen.registry_acl) {
-                (Some(token), _) => registry::AclConfig {
+                // `cairn dev --acl`: the root token is the initial management token.
+                (Some(token), _) if plan.dev_acl => registry::AclConfig {
                     enabled: true,
                     initial_management_token: Some(token.clone()),
                     default_policy_allow: false,
                 },
+                // `cairn dev`: open, as `consul agent -dev`.
+                (Some(_), _) => registry::AclConfig::default(),
                 (None, Some(acl)) => acl.clone(),
-                (None, None) => registry::AclConfig::default(),
+                // `cairn server` without an acl block: on, bootstrapped through the API.
+                (None, None) => registry::AclConfig {
+                    enabled: true,
+                    ..registry::AclConfig::default()
+                },
             };
             let state = registry::State::open(storage, config, Arc::new(registry::SystemClock))
                 .await
@@ -336,7 +371,13 @@ async fn build_service(
         ServiceKind::Scheduler => {
             let config = scheduler::Config {
                 client_enabled: plan.scheduler_client,
-                acl_enabled: dev_root_token.is_some(),
+                // `cairn dev`: open unless --acl (as `nomad agent -dev`); `cairn server`: the
+                // config's acl block, on by default.
+                acl_enabled: if dev_root_token.is_some() {
+                    plan.dev_acl
+                } else {
+                    listen.scheduler_acl.unwrap_or(true)
+                },
                 dev_root_token,
                 ..scheduler::Config::default()
             };

@@ -425,3 +425,133 @@ async fn dev_platform_rate_limiting_is_on_by_default_and_can_be_turned_off() {
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     unlimited.stop().await;
 }
+
+/// Status of a request without any token.
+async fn anonymous_status(
+    cairn: &Cairn,
+    method: reqwest::Method,
+    service: &str,
+    path: &str,
+) -> u16 {
+    http()
+        .request(method, cairn.url(service, path))
+        .body("bar")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn dev_registry_and_scheduler_are_open_unless_acl_is_asked_for() {
+    use reqwest::Method;
+    // As `consul agent -dev` and `nomad agent -dev`: no token needed.
+    let open = Cairn::dev(&[]).await;
+    assert_eq!(
+        anonymous_status(&open, Method::PUT, "registry", "/v1/kv/foo").await,
+        200
+    );
+    assert_eq!(
+        anonymous_status(&open, Method::GET, "registry", "/v1/agent/self").await,
+        200
+    );
+    assert_eq!(
+        anonymous_status(&open, Method::GET, "scheduler", "/v1/jobs").await,
+        200
+    );
+    // The secrets store and the platform have no open mode upstream.
+    assert_eq!(
+        anonymous_status(&open, Method::GET, "secrets", "/v1/secret/data/x").await,
+        403
+    );
+    assert_eq!(
+        anonymous_status(&open, Method::GET, "platform", "/api/v2/organizations").await,
+        401
+    );
+    open.stop().await;
+
+    for closed in [
+        Cairn::dev(&["--acl"]).await,
+        Cairn::start_with_env(&["dev"], &[("CAIRN_ACL", "true")]).await,
+    ] {
+        assert_eq!(
+            anonymous_status(&closed, Method::PUT, "registry", "/v1/kv/foo").await,
+            403
+        );
+        assert_eq!(
+            anonymous_status(&closed, Method::GET, "scheduler", "/v1/jobs").await,
+            403
+        );
+        let token = closed.token.clone().unwrap();
+        let with_root = http()
+            .get(closed.url("scheduler", "/v1/jobs"))
+            .header("X-Nomad-Token", &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            with_root.status(),
+            200,
+            "the root token manages the scheduler"
+        );
+        closed.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn dev_prints_environment_lines_after_ready_and_env_prints_them_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let cairn = Cairn::dev(&[
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--root-token",
+        "s.dev",
+    ])
+    .await;
+    let expected = [
+        format!("export VAULT_ADDR='{}'", cairn.urls["secrets"]),
+        "export VAULT_TOKEN='s.dev'".to_owned(),
+        format!("export CONSUL_HTTP_ADDR='{}'", cairn.addr("registry")),
+        format!("export NOMAD_ADDR='{}'", cairn.urls["scheduler"]),
+        format!("export TFE_ADDRESS='{}'", cairn.urls["platform"]),
+        "export TFE_TOKEN='s.dev'".to_owned(),
+    ];
+    assert_eq!(cairn.env_lines, expected);
+
+    let printed =
+        support::run_to_end(&["dev", "--env", "--data-dir", data_dir.to_str().unwrap()]).await;
+    assert!(printed.status.success(), "{printed:?}");
+    let text = String::from_utf8(printed.stdout).unwrap();
+    assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(data_dir.join("dev.env"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the file holds the root token");
+
+    cairn.stop().await;
+    assert!(!data_dir.join("dev.env").exists(), "removed at exit");
+    let gone =
+        support::run_to_end(&["dev", "--env", "--data-dir", data_dir.to_str().unwrap()]).await;
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no running `cairn dev`"));
+}
+
+#[tokio::test]
+async fn dev_with_acl_exports_the_registry_and_scheduler_tokens() {
+    let cairn = Cairn::dev(&["--acl", "--root-token", "s.dev"]).await;
+    assert!(
+        cairn
+            .env_lines
+            .contains(&"export CONSUL_HTTP_TOKEN='s.dev'".to_owned())
+    );
+    assert!(
+        cairn
+            .env_lines
+            .contains(&"export NOMAD_TOKEN='s.dev'".to_owned())
+    );
+    cairn.stop().await;
+}

@@ -266,7 +266,10 @@ data_dir = "data"
 secrets { enabled = false }
 registry { enabled = false }
 platform { enabled = false }
-scheduler { address = "127.0.0.1:0" }
+scheduler {
+  address = "127.0.0.1:0"
+  acl { enabled = false }
+}
 "#,
     )
     .unwrap();

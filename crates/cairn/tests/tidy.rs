@@ -213,7 +213,12 @@ fn testkit_is_only_a_dev_dependency() {
 fn nothing_cites_a_file_outside_the_repository() {
     let root = workspace_root();
     let mut files = all_sources();
-    for extra in ["README.md", "ARCHITECTURE.md", "docs/compat.md", "docs/performance.md"] {
+    for extra in [
+        "README.md",
+        "ARCHITECTURE.md",
+        "docs/compat.md",
+        "docs/performance.md",
+    ] {
         files.push(root.join(extra));
     }
     for dir in ["conformance", "scripts"] {

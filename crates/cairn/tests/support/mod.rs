@@ -60,6 +60,8 @@ pub(crate) struct Cairn {
     pub(crate) urls: HashMap<String, String>,
     pub(crate) token: Option<String>,
     pub(crate) data_dir: PathBuf,
+    /// The `export NAME='value'` lines `cairn dev` prints right after `ready`.
+    pub(crate) env_lines: Vec<String>,
     stderr: Option<tokio::task::JoinHandle<String>>,
 }
 
@@ -105,7 +107,13 @@ impl Cairn {
         }
         command
             .env_remove("CAIRN_DATA_DIR")
-            .env_remove("CAIRN_ROOT_TOKEN");
+            .env_remove("CAIRN_ROOT_TOKEN")
+            .env_remove("CAIRN_ACL")
+            // Dev servers under test keep their per-user environment file out of $HOME.
+            .env(
+                "CAIRN_DEV_ENV_FILE",
+                std::env::temp_dir().join(format!("cairn-tests-{}.env", std::process::id())),
+            );
         for (key, value) in env {
             command.env(key, value);
         }
@@ -137,6 +145,16 @@ impl Cairn {
                 banner.join("\n")
             );
         }
+        // `cairn dev` prints its environment lines with the banner, in the same write.
+        let mut env_lines = Vec::new();
+        while let Ok(Ok(Some(line))) =
+            tokio::time::timeout(Duration::from_millis(200), lines.next_line()).await
+        {
+            if !line.starts_with("export ") {
+                break;
+            }
+            env_lines.push(line);
+        }
         // Keep draining stdout so the process never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
@@ -161,6 +179,7 @@ impl Cairn {
             urls,
             token,
             data_dir,
+            env_lines,
             stderr: Some(stderr_task),
         }
     }
