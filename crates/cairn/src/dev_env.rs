@@ -14,16 +14,15 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::wiring::ServiceKind;
-
 /// The state file's name inside a data dir.
 pub(crate) const FILE_NAME: &str = "dev.env";
 
 /// What the lines are made of.
 #[derive(Debug)]
 pub(crate) struct DevEnv<'a> {
-    /// Each service's base URL (`http://127.0.0.1:8200`).
-    pub(crate) urls: &'a [(ServiceKind, String)],
+    /// Each service's name (`secrets`, `registry`, `scheduler`, `platform`) and base URL
+    /// (`http://127.0.0.1:8200`).
+    pub(crate) urls: &'a [(&'static str, String)],
     /// The root token, every service's bootstrap token.
     pub(crate) token: &'a str,
     /// Whether the registry and the scheduler enforce ACLs (their token lines only then).
@@ -36,29 +35,30 @@ pub(crate) fn render(env: &DevEnv<'_>) -> String {
     let mut line = |name: &str, value: &str| {
         let _ = writeln!(out, "export {name}={}", shell_quote(value));
     };
-    for (kind, url) in env.urls {
-        match kind {
-            ServiceKind::Secrets => {
+    for (service, url) in env.urls {
+        match *service {
+            "secrets" => {
                 line("VAULT_ADDR", url);
                 line("VAULT_TOKEN", env.token);
             }
-            ServiceKind::Registry => {
+            "registry" => {
                 // Consul's tools and py-consul take `host:port` here.
                 line("CONSUL_HTTP_ADDR", host_port(url));
                 if env.acl {
                     line("CONSUL_HTTP_TOKEN", env.token);
                 }
             }
-            ServiceKind::Scheduler => {
+            "scheduler" => {
                 line("NOMAD_ADDR", url);
                 if env.acl {
                     line("NOMAD_TOKEN", env.token);
                 }
             }
-            ServiceKind::Platform => {
+            "platform" => {
                 line("TFE_ADDRESS", url);
                 line("TFE_TOKEN", env.token);
             }
+            _ => {}
         }
     }
     out
@@ -155,12 +155,12 @@ fn parse(lines: &str) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
-    fn urls() -> Vec<(ServiceKind, String)> {
+    fn urls() -> Vec<(&'static str, String)> {
         vec![
-            (ServiceKind::Secrets, "http://127.0.0.1:8200".to_owned()),
-            (ServiceKind::Registry, "http://127.0.0.1:8500".to_owned()),
-            (ServiceKind::Scheduler, "http://127.0.0.1:4646".to_owned()),
-            (ServiceKind::Platform, "http://127.0.0.1:8080".to_owned()),
+            ("secrets", "http://127.0.0.1:8200".to_owned()),
+            ("registry", "http://127.0.0.1:8500".to_owned()),
+            ("scheduler", "http://127.0.0.1:4646".to_owned()),
+            ("platform", "http://127.0.0.1:8080".to_owned()),
         ]
     }
 

@@ -237,7 +237,7 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
         let router = http_kit::layers(router, &http_kit::HttpOptions::default());
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
-        urls.push((kind, format!("{scheme}://{local}")));
+        urls.push((kind.name(), format!("{scheme}://{local}")));
         let token = shutdown.clone();
         tasks.spawn(async move {
             let served = match tls {
