@@ -1,7 +1,7 @@
 //! `config`: the mount's settings for every key (`max_versions`, `cas_required`,
 //! `delete_version_after`).
 //!
-//! Where it sits: routed here by `engine.rs`; reads and writes the one `Config` record of
+//! Where it sits: routed here by `mount.rs`; reads and writes the one `Config` record of
 //! `store.rs`. Data writes read it for the version window, check-and-set and deletion times.
 //!
 //! - read → `{max_versions, cas_required, delete_version_after}` (the duration as Go writes it:
@@ -14,12 +14,12 @@
 use secrets_sdk::{Data, EngineError, Response, fields};
 use serde_json::json;
 
-use crate::v2::engine::KvV2Engine;
+use crate::v2::mount::Mount;
 use crate::v2::render;
 use crate::v2::store::DELETE_VERSION_AFTER_DISABLED;
 
-pub(super) async fn read(engine: &KvV2Engine) -> Result<Option<Response>, EngineError> {
-    let config = engine.store.load_config().await?;
+pub(super) async fn read(mount: &Mount) -> Result<Option<Response>, EngineError> {
+    let config = mount.store.load_config().await?;
     Ok(Some(Response::data(render::object(json!({
         "max_versions": config.max_versions,
         "cas_required": config.cas_required,
@@ -27,17 +27,14 @@ pub(super) async fn read(engine: &KvV2Engine) -> Result<Option<Response>, Engine
     })))))
 }
 
-pub(super) async fn write(
-    engine: &KvV2Engine,
-    body: &Data,
-) -> Result<Option<Response>, EngineError> {
+pub(super) async fn write(mount: &Mount, body: &Data) -> Result<Option<Response>, EngineError> {
     let max_versions = fields::int(body, "max_versions")?;
     let cas_required = fields::bool(body, "cas_required")?;
     let delete_version_after = fields::signed_duration(body, "delete_version_after")?;
     if max_versions.is_none() && cas_required.is_none() && delete_version_after.is_none() {
         return Ok(None);
     }
-    let mut config = engine.store.load_config().await?;
+    let mut config = mount.store.load_config().await?;
     if let Some(max_versions) = max_versions {
         // Upstream's uint32(int): the low 32 bits.
         config.max_versions = max_versions as u32;
@@ -48,6 +45,6 @@ pub(super) async fn write(
     if let Some(secs) = delete_version_after {
         config.delete_version_after_secs = secs.max(DELETE_VERSION_AFTER_DISABLED);
     }
-    engine.store.save_config(&config).await?;
+    mount.store.save_config(&config).await?;
     Ok(None)
 }

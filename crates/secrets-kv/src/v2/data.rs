@@ -1,7 +1,7 @@
 //! `data/<key>`: a secret's versions: read one, write a new one, patch the current one, and
 //! soft-delete the current one.
 //!
-//! Where it sits: routed here by `engine.rs` with the key and the validated request fields;
+//! Where it sits: routed here by `mount.rs` with the key and the validated request fields;
 //! reads and writes `store.rs` records under the key's lock.
 //!
 //! - read (`?version=n`, else the current version) → `{data, metadata: {version,
@@ -26,19 +26,19 @@
 use secrets_sdk::{Data, EngineError, Response, fields};
 use serde_json::{Value, json};
 
-use crate::v2::engine::KvV2Engine;
 use crate::v2::input;
+use crate::v2::mount::Mount;
 use crate::v2::render;
 use crate::v2::store::{Config, KeyMetadata, Version};
 
 pub(super) async fn read(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let requested = fields::int(body, "version")?.unwrap_or(0);
-    let _guard = engine.lock(key).read().await;
-    let Some(meta) = engine.store.load_metadata(key).await? else {
+    let _guard = mount.lock(key).read().await;
+    let Some(meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
     let number = u64::try_from(requested)
@@ -49,11 +49,11 @@ pub(super) async fn read(
         return Ok(None);
     };
     let metadata = render::version_metadata(number, version_meta, &meta.custom_metadata);
-    if version_meta.destroyed || version_meta.is_deleted_at(engine.now()) {
+    if version_meta.destroyed || version_meta.is_deleted_at(mount.now()) {
         let data = render::object(json!({ "data": null, "metadata": metadata }));
         return Ok(Some(render::not_found_with(Some(data), &[])));
     }
-    let version = engine
+    let version = mount
         .store
         .load_version(key, number)
         .await?
@@ -65,48 +65,48 @@ pub(super) async fn read(
 }
 
 pub(super) async fn write(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let Some(secret) = fields::map(body, "data")? else {
         return Err(EngineError::BadRequest("no data provided".to_owned()));
     };
-    let config = engine.store.load_config().await?;
-    let _guard = engine.lock(key).write().await;
-    let mut meta = engine.store.load_metadata(key).await?.unwrap_or_default();
+    let config = mount.store.load_config().await?;
+    let _guard = mount.lock(key).write().await;
+    let mut meta = mount.store.load_metadata(key).await?.unwrap_or_default();
     check_and_set(body, &config, &meta)?;
-    add_version(engine, key, &config, &mut meta, secret)
+    add_version(mount, key, &config, &mut meta, secret)
         .await
         .map(Some)
 }
 
 pub(super) async fn patch(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let Some(changes) = fields::map(body, "data")? else {
         return Err(EngineError::BadRequest("no data provided".to_owned()));
     };
-    let _guard = engine.lock(key).write().await;
-    let Some(mut meta) = engine.store.load_metadata(key).await? else {
+    let _guard = mount.lock(key).write().await;
+    let Some(mut meta) = mount.store.load_metadata(key).await? else {
         return Ok(Some(render::not_found_empty()));
     };
-    let config = engine.store.load_config().await?;
+    let config = mount.store.load_config().await?;
     check_and_set(body, &config, &meta)?;
     let number = meta.current_version;
     let Some(current) = meta.versions.get(&number) else {
         return Ok(Some(render::not_found_empty()));
     };
-    if current.destroyed || current.is_deleted_at(engine.now()) {
+    if current.destroyed || current.is_deleted_at(mount.now()) {
         let data = render::version_metadata(number, current, &meta.custom_metadata);
         return Ok(Some(render::not_found_with(
             Some(render::object(data)),
             &[],
         )));
     }
-    let version = engine
+    let version = mount
         .store
         .load_version(key, number)
         .await?
@@ -114,20 +114,17 @@ pub(super) async fn patch(
     let mut merged = Value::Object(version.data);
     merge_patch(&mut merged, &Value::Object(changes));
     let merged = render::object(merged);
-    add_version(engine, key, &config, &mut meta, merged)
+    add_version(mount, key, &config, &mut meta, merged)
         .await
         .map(Some)
 }
 
-pub(super) async fn delete(
-    engine: &KvV2Engine,
-    key: &str,
-) -> Result<Option<Response>, EngineError> {
-    let _guard = engine.lock(key).write().await;
-    let Some(mut meta) = engine.store.load_metadata(key).await? else {
+pub(super) async fn delete(mount: &Mount, key: &str) -> Result<Option<Response>, EngineError> {
+    let _guard = mount.lock(key).write().await;
+    let Some(mut meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
-    let now = engine.now();
+    let now = mount.now();
     let current = meta.current_version;
     let Some(latest) = meta.versions.get_mut(&current) else {
         return Ok(None);
@@ -136,7 +133,7 @@ pub(super) async fn delete(
         return Ok(None);
     }
     latest.deletion_time = Some(now);
-    engine.store.save_metadata(key, &meta).await?;
+    mount.store.save_metadata(key, &meta).await?;
     Ok(None)
 }
 
@@ -179,32 +176,32 @@ pub(super) fn deletion_time(created: i64, config: &Config, meta: &KeyMetadata) -
 /// metadata; versions beyond the window lose their data (a failure there is a warning, the
 /// next write retries it).
 async fn add_version(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     config: &Config,
     meta: &mut KeyMetadata,
     secret: Data,
 ) -> Result<Response, EngineError> {
-    let now = engine.now();
+    let now = mount.now();
     let deletion = deletion_time(now, config, meta);
     let version = Version {
         version: 0,
         data: secret,
         created_time: now,
     };
-    engine
+    mount
         .store
         .save_version(key, meta.current_version + 1, &version)
         .await?;
     let (number, last_dropped) = meta.add_version(now, deletion, config.max_versions);
-    engine.store.save_metadata(key, meta).await?;
+    mount.store.save_metadata(key, meta).await?;
     let written = meta.versions.get(&number).cloned().unwrap_or_default();
     let mut response = Response::data(render::object(render::version_metadata(
         number,
         &written,
         &meta.custom_metadata,
     )));
-    if let Err(err) = remove_dropped_versions(engine, key, last_dropped).await {
+    if let Err(err) = remove_dropped_versions(mount, key, last_dropped).await {
         response.warnings.push(format!(
             "error occurred when cleaning up old versions, these will be cleaned up on next write: {err}"
         ));
@@ -215,19 +212,19 @@ async fn add_version(
 /// Deletes the data of version `last_dropped` and of every older version that still has
 /// data, oldest first (so an interrupted cleanup resumes at the next write).
 async fn remove_dropped_versions(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     last_dropped: u64,
 ) -> Result<(), EngineError> {
     let mut dropped = Vec::new();
     for number in (1..=last_dropped).rev() {
-        if !engine.store.has_version(key, number).await? {
+        if !mount.store.has_version(key, number).await? {
             break;
         }
         dropped.push(number);
     }
     for number in dropped.into_iter().rev() {
-        engine.store.remove_version(key, number).await?;
+        mount.store.remove_version(key, number).await?;
     }
     Ok(())
 }

@@ -17,30 +17,23 @@
 //!
 //! A known path asked for an operation it does not serve is a 405.
 //!
-//! Invariants: every read-modify-write of a key holds that key's lock (one of
-//! [`LOCK_STRIPES`] striped locks, as upstream's `locksutil`), reads hold it shared; the
-//! engine's storage is only its mount's view.
+//! Invariants: every handler gets the mount's shared state (`mount.rs`, whose key locks guard
+//! every read-modify-write), never the engine; the engine's storage is only its mount's view.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use secrets_sdk::{Engine, EngineError, EngineStorage, Operation, Request, Response, SharedClock};
-use tokio::sync::{OnceCell, RwLock};
+use tokio::sync::OnceCell;
 
 use crate::v2::input::{self, Schema};
-use crate::v2::store::Store;
+use crate::v2::mount::Mount;
 use crate::v2::{config, data, metadata, render, subkeys, upgrade, versions};
-
-/// How many locks the keys of one mount share.
-pub(super) const LOCK_STRIPES: usize = 64;
 
 /// A kv version 2 mount.
 #[derive(Debug)]
 pub struct KvV2Engine {
-    pub(super) store: Store,
-    pub(super) clock: SharedClock,
-    locks: Vec<RwLock<()>>,
+    mount: Mount,
     /// Set once the mount's version 1 data (if any) has been upgraded.
     upgraded: OnceCell<()>,
 }
@@ -97,31 +90,16 @@ impl KvV2Engine {
     /// A version 2 engine over its mount's `storage`, stamping times from `clock`.
     pub fn new(storage: Arc<dyn EngineStorage>, clock: SharedClock) -> KvV2Engine {
         KvV2Engine {
-            store: Store::new(storage),
-            clock,
-            locks: (0..LOCK_STRIPES).map(|_| RwLock::new(())).collect(),
+            mount: Mount::new(storage, clock),
             upgraded: OnceCell::new(),
         }
-    }
-
-    /// Now, in Unix nanoseconds.
-    pub(super) fn now(&self) -> i64 {
-        self.clock.now_nanos()
-    }
-
-    /// The lock guarding `key`'s metadata and versions.
-    pub(super) fn lock(&self, key: &str) -> &RwLock<()> {
-        let mut hasher = DefaultHasher::new();
-        key.hash(&mut hasher);
-        let stripe = usize::try_from(hasher.finish() % LOCK_STRIPES as u64).unwrap_or(0);
-        &self.locks[stripe]
     }
 
     /// Waits until version 1 data is upgraded (the first caller runs the upgrade; a failed
     /// upgrade is retried by the next request).
     async fn ready(&self) -> Result<(), EngineError> {
         self.upgraded
-            .get_or_try_init(|| upgrade::run(&self.store, self.now()))
+            .get_or_try_init(|| upgrade::run(&self.mount.store, self.mount.now()))
             .await
             .map(drop)
     }
@@ -133,22 +111,23 @@ impl KvV2Engine {
     ) -> Result<Option<Response>, EngineError> {
         use Operation::{Create, Delete, List, Patch, Read, Update};
         let body = &request.data;
+        let mount = &self.mount;
         match (route, request.operation) {
-            (Route::Config, Read) => config::read(self).await,
-            (Route::Config, Create | Update) => config::write(self, body).await,
-            (Route::Data(key), Read) => data::read(self, key, body).await,
-            (Route::Data(key), Create | Update) => data::write(self, key, body).await,
-            (Route::Data(key), Patch) => data::patch(self, key, body).await,
-            (Route::Data(key), Delete) => data::delete(self, key).await,
-            (Route::Metadata(key), Read) => metadata::read(self, key).await,
-            (Route::Metadata(key), List) => metadata::list(self, key).await,
-            (Route::Metadata(key), Create | Update) => metadata::write(self, key, body).await,
-            (Route::Metadata(key), Patch) => metadata::patch(self, key, body).await,
-            (Route::Metadata(key), Delete) => metadata::delete(self, key).await,
-            (Route::Delete(key), Create | Update) => versions::delete(self, key, body).await,
-            (Route::Undelete(key), Create | Update) => versions::undelete(self, key, body).await,
-            (Route::Destroy(key), Create | Update) => versions::destroy(self, key, body).await,
-            (Route::Subkeys(key), Read) => subkeys::read(self, key, body).await,
+            (Route::Config, Read) => config::read(mount).await,
+            (Route::Config, Create | Update) => config::write(mount, body).await,
+            (Route::Data(key), Read) => data::read(mount, key, body).await,
+            (Route::Data(key), Create | Update) => data::write(mount, key, body).await,
+            (Route::Data(key), Patch) => data::patch(mount, key, body).await,
+            (Route::Data(key), Delete) => data::delete(mount, key).await,
+            (Route::Metadata(key), Read) => metadata::read(mount, key).await,
+            (Route::Metadata(key), List) => metadata::list(mount, key).await,
+            (Route::Metadata(key), Create | Update) => metadata::write(mount, key, body).await,
+            (Route::Metadata(key), Patch) => metadata::patch(mount, key, body).await,
+            (Route::Metadata(key), Delete) => metadata::delete(mount, key).await,
+            (Route::Delete(key), Create | Update) => versions::delete(mount, key, body).await,
+            (Route::Undelete(key), Create | Update) => versions::undelete(mount, key, body).await,
+            (Route::Destroy(key), Create | Update) => versions::destroy(mount, key, body).await,
+            (Route::Subkeys(key), Read) => subkeys::read(mount, key, body).await,
             (Route::Root, _) => Ok(Some(render::not_found_with(
                 None,
                 &["Non-listing operations on the root of a K/V v2 mount are not supported."],
@@ -201,7 +180,7 @@ impl Engine for KvV2Engine {
             _ => return Ok(None),
         };
         self.ready().await?;
-        Ok(Some(self.store.load_metadata(key).await?.is_some()))
+        Ok(Some(self.mount.store.load_metadata(key).await?.is_some()))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `metadata/<key>`: a secret's metadata and settings, the listing of keys, and the permanent
 //! delete of a key with all its versions.
 //!
-//! Where it sits: routed here by `engine.rs` with the key (`""` or ending in `/` for a list)
+//! Where it sits: routed here by `mount.rs` with the key (`""` or ending in `/` for a list)
 //! and the validated request fields; reads and writes `store.rs` records under the key's lock.
 //!
 //! - read → `{versions: {"<n>": {created_time, deletion_time, destroyed}}, current_version,
@@ -22,16 +22,16 @@
 use secrets_sdk::{Data, EngineError, Response, fields};
 use serde_json::{Map, Value, json};
 
-use crate::v2::engine::KvV2Engine;
 use crate::v2::input;
+use crate::v2::mount::Mount;
 use crate::v2::render;
 use crate::v2::store::{Config, KeyMetadata};
 
 const CAS_IGNORED: &str =
     "\"cas_required\" set to false, but is mandated by backend config. This value will be ignored.";
 
-pub(super) async fn read(engine: &KvV2Engine, key: &str) -> Result<Option<Response>, EngineError> {
-    let Some(meta) = engine.store.load_metadata(key).await? else {
+pub(super) async fn read(mount: &Mount, key: &str) -> Result<Option<Response>, EngineError> {
+    let Some(meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
     let versions: Map<String, Value> = meta
@@ -59,11 +59,8 @@ pub(super) async fn read(engine: &KvV2Engine, key: &str) -> Result<Option<Respon
     })))))
 }
 
-pub(super) async fn list(
-    engine: &KvV2Engine,
-    prefix: &str,
-) -> Result<Option<Response>, EngineError> {
-    let keys = engine.store.list_metadata(prefix).await?;
+pub(super) async fn list(mount: &Mount, prefix: &str) -> Result<Option<Response>, EngineError> {
+    let keys = mount.store.list_metadata(prefix).await?;
     Ok(Some(Response::list(keys)))
 }
 
@@ -115,7 +112,7 @@ impl Settings {
 }
 
 pub(super) async fn write(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
@@ -126,17 +123,17 @@ pub(super) async fn write(
     if settings.is_empty() {
         return Ok(None);
     }
-    let config = engine.store.load_config().await?;
+    let config = mount.store.load_config().await?;
     let custom = settings
         .custom_metadata
         .as_ref()
         .map(|raw| input::custom_metadata(raw, false))
         .transpose()?;
-    let _guard = engine.lock(key).write().await;
-    let mut meta = match engine.store.load_metadata(key).await? {
+    let _guard = mount.lock(key).write().await;
+    let mut meta = match mount.store.load_metadata(key).await? {
         Some(meta) => meta,
         None => {
-            let now = engine.now();
+            let now = mount.now();
             KeyMetadata {
                 created_time: Some(now),
                 updated_time: Some(now),
@@ -148,12 +145,12 @@ pub(super) async fn write(
     if let Some(custom) = custom {
         meta.custom_metadata = custom;
     }
-    engine.store.save_metadata(key, &meta).await?;
+    mount.store.save_metadata(key, &meta).await?;
     Ok(settings.response(&config))
 }
 
 pub(super) async fn patch(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
@@ -166,9 +163,9 @@ pub(super) async fn patch(
         .as_ref()
         .map(|raw| input::custom_metadata(raw, true).map(|kept| (raw, kept)))
         .transpose()?;
-    let config = engine.store.load_config().await?;
-    let _guard = engine.lock(key).write().await;
-    let Some(mut meta) = engine.store.load_metadata(key).await? else {
+    let config = mount.store.load_config().await?;
+    let _guard = mount.lock(key).write().await;
+    let Some(mut meta) = mount.store.load_metadata(key).await? else {
         return Ok(Some(render::not_found_empty()));
     };
     settings.apply_scalars(&mut meta);
@@ -178,21 +175,18 @@ pub(super) async fn patch(
         }
         meta.custom_metadata.extend(kept);
     }
-    engine.store.save_metadata(key, &meta).await?;
+    mount.store.save_metadata(key, &meta).await?;
     Ok(settings.response(&config))
 }
 
-pub(super) async fn delete(
-    engine: &KvV2Engine,
-    key: &str,
-) -> Result<Option<Response>, EngineError> {
-    let _guard = engine.lock(key).write().await;
-    let Some(meta) = engine.store.load_metadata(key).await? else {
+pub(super) async fn delete(mount: &Mount, key: &str) -> Result<Option<Response>, EngineError> {
+    let _guard = mount.lock(key).write().await;
+    let Some(meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
     for number in meta.versions.keys() {
-        engine.store.remove_version(key, *number).await?;
+        mount.store.remove_version(key, *number).await?;
     }
-    engine.store.remove_metadata(key).await?;
+    mount.store.remove_metadata(key).await?;
     Ok(None)
 }

@@ -22,6 +22,7 @@ mod data;
 mod engine;
 mod input;
 mod metadata;
+mod mount;
 mod render;
 mod store;
 mod subkeys;

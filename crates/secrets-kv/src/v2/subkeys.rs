@@ -1,6 +1,6 @@
 //! `subkeys/<key>`: the shape of a secret version without its values.
 //!
-//! Where it sits: routed here by `engine.rs` (reads only); reads `store.rs` records under the
+//! Where it sits: routed here by `mount.rs` (reads only); reads `store.rs` records under the
 //! key's shared lock.
 //!
 //! - read (`?version=n`, else the current version; `?depth=d`, 0 for no limit) → `{subkeys,
@@ -13,18 +13,18 @@
 use secrets_sdk::{Data, EngineError, Response, fields};
 use serde_json::{Value, json};
 
-use crate::v2::engine::KvV2Engine;
+use crate::v2::mount::Mount;
 use crate::v2::render;
 
 pub(super) async fn read(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let depth = fields::int(body, "depth")?.unwrap_or(0);
     let requested = fields::int(body, "version")?.unwrap_or(0);
-    let _guard = engine.lock(key).read().await;
-    let Some(meta) = engine.store.load_metadata(key).await? else {
+    let _guard = mount.lock(key).read().await;
+    let Some(meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
     let number = u64::try_from(requested)
@@ -35,11 +35,11 @@ pub(super) async fn read(
         return Ok(None);
     };
     let metadata = render::version_metadata(number, version_meta, &meta.custom_metadata);
-    if version_meta.destroyed || version_meta.is_deleted_at(engine.now()) {
+    if version_meta.destroyed || version_meta.is_deleted_at(mount.now()) {
         let data = render::object(json!({ "subkeys": null, "metadata": metadata }));
         return Ok(Some(render::not_found_with(Some(data), &[])));
     }
-    let version = engine
+    let version = mount
         .store
         .load_version(key, number)
         .await?

@@ -1,6 +1,6 @@
 //! `delete/<key>`, `undelete/<key>` and `destroy/<key>`: act on listed versions of a secret.
 //!
-//! Where it sits: routed here by `engine.rs` (writes only) with the key and the validated
+//! Where it sits: routed here by `mount.rs` (writes only) with the key and the validated
 //! `versions` field; changes the key's metadata (and, for destroy, deletes data) in
 //! `store.rs` under the key's lock.
 //!
@@ -19,7 +19,7 @@
 use secrets_sdk::{Data, EngineError, Response, fields};
 
 use crate::v2::data::deletion_time;
-use crate::v2::engine::KvV2Engine;
+use crate::v2::mount::Mount;
 
 /// The listed version numbers; negative ones name no version and are dropped.
 fn versions(body: &Data, missing: &str) -> Result<Vec<u64>, EngineError> {
@@ -34,16 +34,16 @@ fn versions(body: &Data, missing: &str) -> Result<Vec<u64>, EngineError> {
 }
 
 pub(super) async fn delete(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let numbers = versions(body, "No version number provided")?;
-    let _guard = engine.lock(key).write().await;
-    let Some(mut meta) = engine.store.load_metadata(key).await? else {
+    let _guard = mount.lock(key).write().await;
+    let Some(mut meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
-    let now = engine.now();
+    let now = mount.now();
     for number in numbers {
         if let Some(version) = meta.versions.get_mut(&number)
             && !version.destroyed
@@ -52,22 +52,22 @@ pub(super) async fn delete(
             version.deletion_time = Some(now);
         }
     }
-    engine.store.save_metadata(key, &meta).await?;
+    mount.store.save_metadata(key, &meta).await?;
     Ok(None)
 }
 
 pub(super) async fn undelete(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let numbers = versions(body, "No version number provided")?;
-    let config = engine.store.load_config().await?;
-    let _guard = engine.lock(key).write().await;
-    let Some(mut meta) = engine.store.load_metadata(key).await? else {
+    let config = mount.store.load_config().await?;
+    let _guard = mount.lock(key).write().await;
+    let Some(mut meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
-    let deadline = deletion_time(engine.now(), &config, &meta);
+    let deadline = deletion_time(mount.now(), &config, &meta);
     for number in numbers {
         if let Some(version) = meta.versions.get_mut(&number)
             && !version.destroyed
@@ -75,18 +75,18 @@ pub(super) async fn undelete(
             version.deletion_time = deadline;
         }
     }
-    engine.store.save_metadata(key, &meta).await?;
+    mount.store.save_metadata(key, &meta).await?;
     Ok(None)
 }
 
 pub(super) async fn destroy(
-    engine: &KvV2Engine,
+    mount: &Mount,
     key: &str,
     body: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let numbers = versions(body, "no version number provided")?;
-    let _guard = engine.lock(key).write().await;
-    let Some(mut meta) = engine.store.load_metadata(key).await? else {
+    let _guard = mount.lock(key).write().await;
+    let Some(mut meta) = mount.store.load_metadata(key).await? else {
         return Ok(None);
     };
     for number in &numbers {
@@ -94,9 +94,9 @@ pub(super) async fn destroy(
             version.destroyed = true;
         }
     }
-    engine.store.save_metadata(key, &meta).await?;
+    mount.store.save_metadata(key, &meta).await?;
     for number in numbers {
-        engine.store.remove_version(key, number).await?;
+        mount.store.remove_version(key, number).await?;
     }
     Ok(None)
 }
