@@ -324,7 +324,7 @@ async fn write_entity(
         entity.name = name;
     }
     if let Some(policies) = fields::comma_list(data, "policies")? {
-        entity.policies = crate::policy::sanitize_policies(&policies, false);
+        entity.policies = crate::policy::names::sanitize_policies(&policies, false);
     }
     if let Some(metadata) = fields::string_map(data, "metadata")? {
         entity.metadata = metadata;

@@ -148,7 +148,7 @@ fn policies(data: &Data) -> Result<Option<Vec<String>>, EngineError> {
         Some(list) => Some(list),
         None => fields::comma_list(data, "policies")?,
     };
-    Ok(list.map(|l| crate::policy::sanitize_policies(&l, false)))
+    Ok(list.map(|l| crate::policy::names::sanitize_policies(&l, false)))
 }
 
 const USER_FIELDS: &[&str] = &[

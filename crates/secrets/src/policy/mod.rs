@@ -21,6 +21,7 @@
 //! - a name on a token that no longer exists acts as an empty policy.
 
 pub(crate) mod acl;
+pub(crate) mod names;
 pub(crate) mod parse;
 
 use std::collections::HashMap;
@@ -29,6 +30,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use serde::{Deserialize, Serialize};
 
 pub(crate) use acl::{Acl, TemplateIdentity};
+pub(crate) use names::RESPONSE_WRAPPING_POLICY;
 
 use crate::{Error, State};
 
@@ -38,9 +40,6 @@ pub(crate) const ACL_PREFIX: &str = "sys/policy/";
 pub(crate) const RGP_PREFIX: &str = "sys/policy-rgp/";
 /// Key prefix of endpoint governing policies.
 pub(crate) const EGP_PREFIX: &str = "sys/policy-egp/";
-
-/// The name of the fixed policy of response-wrapping tokens.
-pub(crate) const RESPONSE_WRAPPING_POLICY: &str = "response-wrapping";
 
 /// Vault's `response-wrapping` policy: what a wrapping token may do.
 pub(crate) const RESPONSE_WRAPPING_POLICY_TEXT: &str = r#"
@@ -530,37 +529,6 @@ fn response_wrapping_acl() -> Acl {
     .clone()
 }
 
-/// Vault's `policyutil.SanitizePolicies`: trims, lower-cases, drops empties and duplicates,
-/// adds `default` when asked, sorts; a list containing `root` becomes just `["root"]`.
-pub(crate) fn sanitize_policies(policies: &[String], add_default: bool) -> Vec<String> {
-    let mut out: Vec<String> = policies
-        .iter()
-        .map(|p| p.trim().to_lowercase())
-        .filter(|p| !p.is_empty())
-        .collect();
-    if out.iter().any(|p| p == "root") {
-        return vec!["root".to_owned()];
-    }
-    if add_default {
-        out.push("default".to_owned());
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// Whether a child token's policies are a subset of its parent's (Vault's
-/// `strutil.StrListSubset` in token creation). `default` is always allowed, since every token
-/// gets it unless `no_default_policy` is set; a `root` parent allows everything.
-pub(crate) fn is_subset(parent: &[String], child: &[String]) -> bool {
-    if parent.iter().any(|p| p == "root") {
-        return true;
-    }
-    child
-        .iter()
-        .all(|c| c == "default" || parent.iter().any(|p| p == c))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,25 +580,6 @@ mod tests {
                 "{path} {op:?}"
             );
         }
-    }
-
-    #[test]
-    fn sanitize_lowercases_dedups_and_collapses_root() {
-        assert_eq!(
-            sanitize_policies(&list(&[" Dev", "dev", "", "ops"]), true),
-            list(&["default", "dev", "ops"])
-        );
-        assert_eq!(
-            sanitize_policies(&list(&["dev", "root"]), true),
-            list(&["root"])
-        );
-    }
-
-    #[test]
-    fn subset_allows_default_and_root_parents() {
-        assert!(is_subset(&list(&["a", "b"]), &list(&["a", "default"])));
-        assert!(!is_subset(&list(&["a"]), &list(&["a", "b"])));
-        assert!(is_subset(&list(&["root"]), &list(&["anything"])));
     }
 
     #[test]

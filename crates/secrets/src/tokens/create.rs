@@ -15,7 +15,7 @@ use secrets_sdk::{Auth, Data, fields};
 use super::roles::Role;
 use super::{SYSTEM_MAX_TTL, TokenEntry, TokenStore, store};
 use crate::mounts::MountEntry;
-use crate::policy::RESPONSE_WRAPPING_POLICY;
+use crate::policy::names::RESPONSE_WRAPPING_POLICY;
 use crate::{Error, State};
 
 /// Which create endpoint was called.
@@ -33,7 +33,7 @@ fn bad(msg: impl Into<String>) -> Error {
     Error::InvalidParameter(msg.into())
 }
 
-pub(crate) use crate::policy::{is_subset, sanitize_policies};
+use crate::policy::names::{is_subset, sanitize_policies};
 
 /// `token` or `token-<name>` with runs of characters outside `[A-Za-z0-9-]` turned into `-`
 /// and a trailing `-` dropped (Vault's `displayNameSanitize`).

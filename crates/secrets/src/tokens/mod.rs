@@ -86,7 +86,7 @@ impl TokenEntry {
     /// Whether this is a response-wrapping token (its one policy is `response-wrapping`, which
     /// no other token can be given).
     pub(crate) fn is_wrapping(&self) -> bool {
-        matches!(self.policies.as_slice(), [only] if only == crate::policy::RESPONSE_WRAPPING_POLICY)
+        matches!(self.policies.as_slice(), [only] if only == crate::policy::names::RESPONSE_WRAPPING_POLICY)
     }
 
     /// Who the token is, as an engine sees it (never the id itself).

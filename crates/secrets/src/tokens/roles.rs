@@ -116,10 +116,10 @@ pub(crate) async fn write(
         allowed_entity_aliases: Vec::new(),
     });
     if let Some(list) = fields::comma_list(data, "allowed_policies")? {
-        role.allowed_policies = super::create::sanitize_policies(&list, false);
+        role.allowed_policies = crate::policy::names::sanitize_policies(&list, false);
     }
     if let Some(list) = fields::comma_list(data, "disallowed_policies")? {
-        role.disallowed_policies = super::create::sanitize_policies(&list, false);
+        role.disallowed_policies = crate::policy::names::sanitize_policies(&list, false);
     }
     if let Some(list) = fields::comma_list(data, "allowed_entity_aliases")? {
         role.allowed_entity_aliases = list;
