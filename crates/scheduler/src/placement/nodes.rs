@@ -26,7 +26,7 @@ use imbl::ordmap::DiffItem;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{feasible, rank};
+use super::feasible;
 use crate::state::Snapshot;
 use crate::structs::{Comparable, Job, Node};
 
@@ -208,7 +208,7 @@ fn scan(table: &OrdMap<String, Arc<Node>>, job: &Job) -> ReadyNodes {
         nodes.push(Arc::clone(node));
     }
     ReadyNodes {
-        capacity: nodes.iter().map(|node| rank::node_capacity(node)).collect(),
+        capacity: nodes.iter().map(|node| node_capacity(node)).collect(),
         nodes,
         by_dc,
         feasibility: Mutex::new(HashMap::new()),
@@ -308,4 +308,11 @@ impl NodeSet {
     pub(super) fn position(&self, node_id: &str) -> Option<usize> {
         self.ready.position(node_id)
     }
+}
+
+/// What a node can give to allocations (`Node::capacity`, saturating).
+fn node_capacity(node: &Node) -> Comparable {
+    let mut capacity = node.node_resources.comparable();
+    capacity.subtract(&node.reserved_resources.comparable());
+    capacity
 }

@@ -206,9 +206,9 @@ impl Proposed {
     fn add_usage(&mut self, position: usize, delta: &Comparable, add: bool) {
         let entry = self.usage.entry(position).or_default();
         if add {
-            add_resources(entry, delta);
+            entry.add(delta);
         } else {
-            subtract_resources(entry, delta);
+            entry.subtract(delta);
         }
     }
 
@@ -306,20 +306,6 @@ fn exhaust_node(metric: &mut AllocMetric, node: &Node, dimension: &str) {
     add_metric(&mut metric.dimension_exhausted, dimension);
 }
 
-/// `a += b` per dimension, saturating (absurd resources must not overflow).
-pub(super) fn add_resources(a: &mut Comparable, b: &Comparable) {
-    a.cpu = a.cpu.saturating_add(b.cpu);
-    a.memory_mb = a.memory_mb.saturating_add(b.memory_mb);
-    a.disk_mb = a.disk_mb.saturating_add(b.disk_mb);
-}
-
-/// `a -= b` per dimension, saturating.
-pub(super) fn subtract_resources(a: &mut Comparable, b: &Comparable) {
-    a.cpu = a.cpu.saturating_sub(b.cpu);
-    a.memory_mb = a.memory_mb.saturating_sub(b.memory_mb);
-    a.disk_mb = a.disk_mb.saturating_sub(b.disk_mb);
-}
-
 /// What one allocation of `tg` asks for (`TaskGroup::comparable`, saturating).
 pub(super) fn group_ask(tg: &TaskGroup) -> Comparable {
     let mut ask = Comparable {
@@ -331,27 +317,6 @@ pub(super) fn group_ask(tg: &TaskGroup) -> Comparable {
         ask.memory_mb = ask.memory_mb.saturating_add(task.resources.memory_mb);
     }
     ask
-}
-
-/// What an allocation holds (`AllocatedResources::comparable`, saturating).
-fn alloc_held(alloc: &Allocation) -> Comparable {
-    let resources = &alloc.allocated_resources;
-    let mut held = Comparable {
-        disk_mb: resources.shared.disk_mb,
-        ..Comparable::default()
-    };
-    for task in resources.tasks.values() {
-        held.cpu = held.cpu.saturating_add(task.cpu.cpu_shares);
-        held.memory_mb = held.memory_mb.saturating_add(task.memory.memory_mb);
-    }
-    held
-}
-
-/// What a node can give to allocations (`Node::capacity`, saturating).
-pub(super) fn node_capacity(node: &Node) -> Comparable {
-    let mut capacity = node.node_resources.comparable();
-    subtract_resources(&mut capacity, &node.reserved_resources.comparable());
-    capacity
 }
 
 /// Upstream's `ScoreFitBinPack`: 20 − (10^freeCpu + 10^freeMem), clamped to [0, 18].
@@ -648,7 +613,8 @@ impl<'a> Stack<'a> {
             return;
         }
         if let Some(position) = self.nodes.position(&alloc.node_id) {
-            self.proposed.add_usage(position, &alloc_held(alloc), add);
+            self.proposed
+                .add_usage(position, &alloc.allocated_resources.comparable(), add);
             self.proposed.count(position, &alloc.task_group, add);
         }
         if let Some(node) = node {
@@ -918,9 +884,9 @@ impl<'a> Stack<'a> {
         // Bin-pack: what the node holds once the plan is applied, plus this allocation.
         let mut util = self.nodes.usage.get(position);
         if let Some(delta) = self.proposed.usage.get(&position) {
-            add_resources(&mut util, delta);
+            util.add(delta);
         }
-        add_resources(&mut util, &group.ask);
+        util.add(&group.ask);
         let capacity = ready.capacity.get(position).copied().unwrap_or_default();
         if let Some(dimension) = util.exceeded_dimension(&capacity) {
             exhaust_node(metric, node, dimension);
