@@ -10,6 +10,7 @@
 //! - [`strconv`]: Go's `strconv.ParseBool`.
 //! - [`hex`]: lowercase hex encoding and decoding.
 //! - [`glob`]: `*` globs as ryanuber/go-glob matches them.
+//! - [`hash`]: FNV-1a 64, stable across processes.
 //! - [`multierror`]: several errors in one message, as go-multierror renders them.
 //!
 //! Where it sits: below every other crate; it depends on nothing of ours and on no HTTP crate.
@@ -20,6 +21,7 @@
 pub mod clock;
 pub mod duration;
 pub mod glob;
+pub mod hash;
 pub mod hex;
 pub mod multierror;
 pub mod strconv;

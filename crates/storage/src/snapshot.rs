@@ -40,7 +40,7 @@ impl Snapshot {
             out.extend_from_slice(&kv.mod_revision.to_le_bytes());
             out.extend_from_slice(&kv.version.to_le_bytes());
         }
-        let checksum = fnv1a64(&out);
+        let checksum = stdx::hash::fnv1a_64(&out);
         out.extend_from_slice(&checksum.to_le_bytes());
         out
     }
@@ -51,7 +51,7 @@ impl Snapshot {
             return Err(invalid("too short"));
         }
         let (body, checksum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a64(body).to_le_bytes() != checksum {
+        if stdx::hash::fnv1a_64(body).to_le_bytes() != checksum {
             return Err(invalid("checksum mismatch"));
         }
         let mut reader = Reader { bytes: body };
@@ -116,15 +116,6 @@ impl<'a> Reader<'a> {
             Error::InvalidSnapshot("truncated".to_owned())
         })?))
     }
-}
-
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
 
 #[cfg(test)]

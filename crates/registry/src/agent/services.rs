@@ -101,15 +101,9 @@ pub(crate) async fn read_service(
     };
     authz.check(Resource::Service, &service.record.service, Access::Read)?;
     let mut body = agent_service_json(&state, &service);
-    let hash = format!("{:016x}", fnv1a(body.to_string().as_bytes()));
+    let hash = format!("{:016x}", stdx::hash::fnv1a_64(body.to_string().as_bytes()));
     body["ContentHash"] = Value::String(hash);
     Ok(axum::Json(body))
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// `PUT /v1/agent/service/register[?replace-existing-checks]`: adds or replaces a service of

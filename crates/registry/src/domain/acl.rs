@@ -787,24 +787,23 @@ fn token_hash(token: &TokenRecord) -> String {
 /// compared for equality by clients). Four FNV-1a lanes with different offsets.
 fn content_hash(parts: &[&str]) -> String {
     use base64::Engine;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut lanes: [u64; 4] = [
+    use stdx::hash::Fnv1a64;
+    let mut lanes = [
         0xcbf2_9ce4_8422_2325,
         0x8422_2325_cbf2_9ce4,
         0x9e37_79b9_7f4a_7c15,
         0x7f4a_7c15_9e37_79b9,
-    ];
+    ]
+    .map(Fnv1a64::with_offset);
     for (lane_index, lane) in lanes.iter_mut().enumerate() {
         for part in parts {
-            for byte in part.bytes().chain([0xff, lane_index as u8]) {
-                *lane ^= u64::from(byte);
-                *lane = lane.wrapping_mul(PRIME);
-            }
+            lane.write(part.as_bytes());
+            lane.write(&[0xff, lane_index as u8]);
         }
     }
     let mut bytes = Vec::with_capacity(32);
     for lane in lanes {
-        bytes.extend_from_slice(&lane.to_be_bytes());
+        bytes.extend_from_slice(&lane.finish().to_be_bytes());
     }
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }

@@ -119,12 +119,7 @@ struct Run<'a> {
 /// reused seed still gives other IDs to another evaluation or a retry on a newer snapshot.
 fn run_seed(seed: u64, eval: &Evaluation, index: u64) -> u64 {
     // FNV-1a: stable across processes, unlike the standard library's hasher.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in eval.id.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    seed ^ hash ^ index.rotate_left(32)
+    seed ^ stdx::hash::fnv1a_64(eval.id.as_bytes()) ^ index.rotate_left(32)
 }
 
 /// An ID in UUID v4 format from the run's generator.
