@@ -287,11 +287,7 @@ pub(crate) async fn list(
         Ok(((page.items, page.next_token), snapshot.tables.allocs))
     })
     .await?;
-    Ok(Indexed {
-        index,
-        body: items,
-        next_token,
-    })
+    Ok(Indexed::new(index, items).next_token(next_token))
 }
 
 /// `GET /v1/allocation/:alloc_id`.
@@ -451,11 +447,7 @@ pub(crate) async fn list_evaluations(
         Ok(((page.items, page.next_token), snapshot.tables.evals))
     })
     .await?;
-    Ok(Indexed {
-        index,
-        body: items,
-        next_token,
-    })
+    Ok(Indexed::new(index, items).next_token(next_token))
 }
 
 /// `GET /v1/evaluation/:eval_id`.

@@ -20,7 +20,6 @@ use std::cmp::Ordering;
 use std::ops::Deref;
 
 use axum::extract::FromRequestParts;
-use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
 use http::request::Parts;
 use http_kit::query::BlockingParams;
@@ -125,37 +124,14 @@ impl QueryParams {
     }
 }
 
-/// A read answer with its index headers (rendered by `http_kit::query::Indexed`).
-#[derive(Debug)]
-pub(crate) struct Indexed<T> {
-    pub(crate) index: u64,
-    pub(crate) body: T,
-    /// `X-Scheduler-NextToken`, when a page was cut.
-    pub(crate) next_token: Option<String>,
-}
-
-impl<T> Indexed<T> {
-    pub(crate) fn new(index: u64, body: T) -> Indexed<T> {
-        Indexed {
-            index,
-            body,
-            next_token: None,
-        }
-    }
-}
+/// A read answer with its index headers (and `X-Scheduler-NextToken` when a page was cut):
+/// http-kit's, under the scheduler's header names.
+pub(crate) type Indexed<T> = http_kit::query::Indexed<T, SchedulerHeaders>;
 
 /// Adds the index headers (index at least 1).
 pub(crate) fn index_headers(headers: &mut HeaderMap, index: u64) {
     http_kit::query::set_index::<SchedulerHeaders>(headers, index);
     http_kit::query::set_leader::<SchedulerHeaders>(headers);
-}
-
-impl<T: Serialize> IntoResponse for Indexed<T> {
-    fn into_response(self) -> Response {
-        http_kit::query::Indexed::<T, SchedulerHeaders>::new(self.index, self.body)
-            .next_token(self.next_token)
-            .into_response()
-    }
 }
 
 /// `true` for Go's `ParseBool` true spellings; anything else (missing, false, garbage) is

@@ -177,11 +177,7 @@ pub(crate) async fn list(
         Ok(((page.items, page.next_token), snapshot.tables.nodes))
     })
     .await?;
-    Ok(Indexed {
-        index,
-        body: items,
-        next_token,
-    })
+    Ok(Indexed::new(index, items).next_token(next_token))
 }
 
 /// `GET /v1/node/:node_id`.

@@ -419,11 +419,7 @@ pub(crate) async fn list(
         ))
     })
     .await?;
-    Ok(Indexed {
-        index,
-        body: items,
-        next_token,
-    })
+    Ok(Indexed::new(index, items).next_token(next_token))
 }
 
 fn job_not_found() -> Error {
