@@ -52,6 +52,10 @@ pub enum Error {
     /// The presented token does not exist.
     #[error("ACL not found")]
     AclNotFound,
+    /// `PUT /v1/acl/bootstrap` after the first management token exists; `reset_index` is the
+    /// index at which the bootstrap happened (Consul's wording, reset file aside).
+    #[error("Permission denied: ACL bootstrap no longer allowed (reset index: {reset_index})")]
+    AclBootstrapNotAllowed { reset_index: u64 },
     /// An ACL endpoint was called while ACLs are disabled.
     #[error("ACL support disabled")]
     AclDisabled,
@@ -83,6 +87,7 @@ impl ApiError for Error {
             }
             Error::PermissionDenied { .. }
             | Error::AclPermissionDenied { .. }
+            | Error::AclBootstrapNotAllowed { .. }
             | Error::AclNotFound => StatusCode::FORBIDDEN,
             Error::AclDisabled => StatusCode::UNAUTHORIZED,
             Error::Contention => StatusCode::SERVICE_UNAVAILABLE,

@@ -1,7 +1,8 @@
 //! Every route of the registry, in one table: grep a URL here to find its handler. Handlers
 //! live in the file (or folder) named after their URL family (`session.rs` for `/v1/session/*`,
 //! `agent/checks.rs` for `/v1/agent/check*`, `acl/token.rs` for `/v1/acl/token*`); every handler
-//! except `status.rs`'s starts with the `Authz` extractor.
+//! except the unauthenticated ones (`status.rs`'s and `acl/bootstrap.rs`'s) starts with the
+//! `Authz` extractor.
 //!
 //! Unknown paths answer 404 and wrong methods 405, in Consul's plain-text shape, with the
 //! index headers like every other response.
@@ -10,7 +11,7 @@ use axum::Router;
 use axum::response::Redirect;
 use axum::routing::{get, put};
 
-use crate::acl::{policy, token};
+use crate::acl::{bootstrap, policy, token};
 use crate::{Error, State, agent, catalog, health, kv, meta, session, status};
 
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
@@ -22,6 +23,8 @@ pub fn router(state: State) -> Router {
         // status.rs  (unauthenticated)
         .route("/v1/status/leader", get(status::read_leader))
         .route("/v1/status/peers", get(status::list_peers))
+        // acl/bootstrap.rs  (unauthenticated)
+        .route("/v1/acl/bootstrap", put(bootstrap::create_bootstrap_token))
         // session.rs
         .route("/v1/session/create", put(session::create_session))
         .route("/v1/session/destroy/{id}", put(session::destroy_session))

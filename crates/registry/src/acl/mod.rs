@@ -5,7 +5,8 @@
 //! Where it sits: first extractor of every handler; `acl_rules.rs` is the pure rule evaluator
 //! (longest-prefix match over `session`, `key`, `node`, `agent`, `service` rules and their
 //! `_prefix` forms); `policy.rs` and `token.rs` are the `/v1/acl/policy*` and `/v1/acl/token*`
-//! endpoints; `domain/acl.rs` writes policies and tokens, `store/acl.rs` keeps them.
+//! endpoints, `bootstrap.rs` the unauthenticated `/v1/acl/bootstrap`; `domain/acl.rs` writes
+//! policies and tokens, `store/acl.rs` keeps them.
 //!
 //! What the name of each resource kind is, as in Consul: `Key` the KV key; `Node` and `Agent`
 //! the node name; `Service` the service name; `Session` the name of the node the session is
@@ -20,8 +21,10 @@
 //! `ACL support disabled`; with ACLs enabled an unknown token is a 403 `ACL not found`, a
 //! missing permission a 403 `Permission denied`, and a request without a token acts with the
 //! anonymous token; lists never fail on a missing permission, they drop what the token may not
-//! read; only management tokens (linked to `global-management`) may read or write ACLs.
+//! read; only management tokens (linked to `global-management`) may read or write ACLs, except
+//! the one-time bootstrap, which needs no token.
 
+pub(crate) mod bootstrap;
 pub(crate) mod policy;
 pub(crate) mod token;
 

@@ -1,15 +1,18 @@
-//! The ACL family's transactions: policy and token writes, and the bootstrap of the built-in
-//! policy and tokens.
+//! The ACL family's transactions: policy and token writes, the built-in policy and tokens
+//! ensured at start, and the one-time bootstrap of the first management token.
 //!
-//! Where it sits: called by the `/v1/acl/*` handlers (`acl/policy.rs`, `acl/token.rs`) and by
-//! `State::open` (bootstrap); reads and writes the records of `store/acl.rs`; compiles rules
-//! with `acl_rules.rs`.
+//! Where it sits: called by the `/v1/acl/*` handlers (`acl/policy.rs`, `acl/token.rs`,
+//! `acl/bootstrap.rs`) and by `State::open` (the built-ins); reads and writes the records of
+//! `store/acl.rs`; compiles rules with `acl_rules.rs`.
 //!
 //! Invariants:
 //! - Every transaction that changes a policy rewrites the tokens linked to it; it compares
 //!   `tokens-changed` (which every token write puts) and every policy it read, so a concurrent
 //!   token write or policy change makes it retry rather than leave a token with stale rules. A
 //!   token write compares the policies it links for the same reason.
+//! - The ACL system is bootstrapped at most once: the `bootstrapped` sentinel is written, guarded
+//!   by `Missing`, in the same transaction as the first management token (the bootstrap API's,
+//!   or the configured initial management token), so of concurrent bootstraps exactly one wins.
 //! - Every loop of compare-and-swap gives up with [`Error::Contention`] after
 //!   [`MAX_ATTEMPTS`].
 
@@ -21,8 +24,9 @@ use storage::{Compare, Op, Storage, Txn};
 use crate::acl_rules::{self as rules, Rule};
 use crate::domain::MAX_ATTEMPTS;
 use crate::store::acl::{
-    NameRecord, PolicyLink, PolicyRecord, RECORD_VERSION, SecretRecord, TOKENS_CHANGED,
-    TokenRecord, get_kv, policy_key, policy_name_key, secret_key, token, token_key, tokens_range,
+    BOOTSTRAPPED, BootstrapRecord, NameRecord, PolicyLink, PolicyRecord, RECORD_VERSION,
+    SecretRecord, TOKENS_CHANGED, TokenRecord, get_kv, policy_key, policy_name_key, secret_key,
+    token, token_key, tokens_range,
 };
 use crate::store::{Stored, decode, encode};
 use crate::{Error, State};
@@ -67,6 +71,8 @@ pub(crate) const ANONYMOUS_SECRET: &str = "anonymous";
 
 /// The description Consul gives the token created from `initial_management`.
 const INITIAL_MANAGEMENT_DESCRIPTION: &str = "Initial Management Token";
+/// The description Consul gives the token created by `PUT /v1/acl/bootstrap`.
+const BOOTSTRAP_DESCRIPTION: &str = "Bootstrap Token (Global Management)";
 const ANONYMOUS_DESCRIPTION: &str = "Anonymous Token";
 const GLOBAL_MANAGEMENT_DESCRIPTION: &str = "Builtin Policy that grants unlimited access";
 
@@ -708,6 +714,18 @@ async fn ensure_builtins(
             };
             ensure_token(new_uuid(), secret, write, std::slice::from_ref(&policy))?;
         }
+        // A configured initial management token is the bootstrap, as in Consul: from then on
+        // (and for a store whose token predates the sentinel) the bootstrap API refuses.
+        let bootstrapped_key = BOOTSTRAPPED.as_bytes().to_vec();
+        if initial_management.is_some() && get_kv(storage, &bootstrapped_key).await?.is_none() {
+            missing = true;
+            txn = txn
+                .when(Compare::Missing(bootstrapped_key.clone()))
+                .then(put(
+                    bootstrapped_key.clone(),
+                    bootstrap_mark(&bootstrapped_key)?,
+                ));
+        }
         if !missing {
             return Ok(());
         }
@@ -719,8 +737,158 @@ async fn ensure_builtins(
     Err(Error::Contention)
 }
 
+/// The one-time bootstrap (`PUT /v1/acl/bootstrap`): creates a management token linked to
+/// `global-management`, with a fresh AccessorID and `secret_id` (else a fresh one) as SecretID,
+/// and marks the ACL system bootstrapped in the same transaction. Once it is marked (by this or
+/// by a configured initial management token), a 403 naming the index at which that happened.
+/// A given `secret_id` must be a UUID that no token uses and outside the reserved range.
+pub(crate) async fn bootstrap_token(
+    storage: &dyn Storage,
+    datacenter: &str,
+    secret_id: Option<&str>,
+    now_ms: i64,
+) -> Result<Stored<TokenRecord>, Error> {
+    let bootstrapped_key = BOOTSTRAPPED.as_bytes().to_vec();
+    let policy_key = policy_key(GLOBAL_MANAGEMENT_ID);
+    for _ in 0..MAX_ATTEMPTS {
+        // Consul checks the sentinel before it looks at the secret.
+        if let Some(kv) = get_kv(storage, &bootstrapped_key).await? {
+            return Err(Error::AclBootstrapNotAllowed {
+                reset_index: kv.create_revision,
+            });
+        }
+        let secret = match secret_id {
+            Some(secret) => {
+                if let Some(reason) = go_uuid_error(secret) {
+                    return Err(Error::Invalid(reason));
+                }
+                if !id_unused(storage, secret).await? {
+                    return Err(Error::Invalid(
+                        "Provided token cannot be used because a token with that secret already \
+                         exists."
+                            .to_owned(),
+                    ));
+                }
+                secret.to_owned()
+            }
+            None => unused_id(storage).await?,
+        };
+        let accessor = unused_id(storage).await?;
+        // `State::open` creates the policy whenever ACLs are on, and it cannot be deleted.
+        let Some(policy_kv) = get_kv(storage, &policy_key).await? else {
+            return Err(Error::CorruptRecord {
+                key: String::from_utf8_lossy(&policy_key).into_owned(),
+                reason: "the builtin global-management policy is missing".to_owned(),
+            });
+        };
+        let policy: PolicyRecord = decode(&policy_kv.key, &policy_kv.value)?;
+        let write = TokenWrite {
+            description: BOOTSTRAP_DESCRIPTION.to_owned(),
+            ..TokenWrite::default()
+        };
+        let record = token_record(
+            accessor.clone(),
+            secret.clone(),
+            &write,
+            std::slice::from_ref(&policy),
+            datacenter,
+            format_rfc3339_millis(now_ms),
+            None,
+        )?;
+        let key = token_key(&accessor);
+        let secret_key = secret_key(&secret);
+        let txn = Txn::new()
+            .when(Compare::Missing(bootstrapped_key.clone()))
+            .when(Compare::ModRevision(
+                policy_key.clone(),
+                policy_kv.mod_revision,
+            ))
+            .when(Compare::Missing(key.clone()))
+            .when(Compare::Missing(secret_key.clone()))
+            .then(put(key.clone(), encode(&key, &record)?))
+            .then(put(
+                secret_key.clone(),
+                secret_index(&secret_key, &accessor)?,
+            ))
+            .then(put(
+                bootstrapped_key.clone(),
+                bootstrap_mark(&bootstrapped_key)?,
+            ))
+            .then(put(TOKENS_CHANGED.as_bytes().to_vec(), Vec::new()));
+        let result = storage.txn(txn).await?;
+        if result.succeeded {
+            return Ok(Stored {
+                record,
+                create_index: result.revision,
+                modify_index: result.revision,
+            });
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// Whether `id` may become a token's AccessorID or SecretID: no token uses it as either, and it
+/// is outside the reserved range (Consul's `checkTokenUUID`).
+async fn id_unused(storage: &dyn Storage, id: &str) -> Result<bool, Error> {
+    Ok(!id.starts_with(RESERVED_ID_PREFIX)
+        && get_kv(storage, &token_key(id)).await?.is_none()
+        && get_kv(storage, &secret_key(id)).await?.is_none())
+}
+
+/// A fresh UUID that [`id_unused`] accepts.
+async fn unused_id(storage: &dyn Storage) -> Result<String, Error> {
+    for _ in 0..MAX_ATTEMPTS {
+        let id = new_uuid();
+        if id_unused(storage, &id).await? {
+            return Ok(id);
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// Why `value` is not a UUID as go-uuid's `ParseUUID` reads one (36 bytes, dashes at 8, 13, 18
+/// and 23, hex of either case elsewhere), in its words; `None` when it is one.
+fn go_uuid_error(value: &str) -> Option<String> {
+    let bytes = value.as_bytes();
+    if bytes.len() != 36 {
+        return Some("uuid string is wrong length".to_owned());
+    }
+    if [8, 13, 18, 23].iter().any(|&index| bytes[index] != b'-') {
+        return Some("uuid is improperly formatted".to_owned());
+    }
+    let invalid = bytes
+        .iter()
+        .enumerate()
+        .find(|(index, byte)| ![8, 13, 18, 23].contains(index) && !byte.is_ascii_hexdigit())?;
+    Some(format!(
+        "encoding/hex: invalid byte: {}",
+        go_quoted_rune(char::from(*invalid.1))
+    ))
+}
+
+/// Go's `%#U` of a rune below U+0100: `U+0067 'g'`, without the quoted character when Go's
+/// `strconv.IsPrint` says it is not printable (controls, U+00A0 and U+00AD).
+fn go_quoted_rune(rune: char) -> String {
+    let code = u32::from(rune);
+    let printable = matches!(code, 0x20..=0x7e | 0xa1..=0xff) && code != 0xad;
+    if printable {
+        format!("U+{code:04X} '{rune}'")
+    } else {
+        format!("U+{code:04X}")
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
+
+fn bootstrap_mark(key: &[u8]) -> Result<Vec<u8>, Error> {
+    encode(
+        key,
+        &BootstrapRecord {
+            version: RECORD_VERSION,
+        },
+    )
+}
 
 fn put(key: Vec<u8>, value: Vec<u8>) -> Op {
     Op::Put { key, value }
@@ -842,6 +1010,28 @@ mod tests {
         assert_eq!(a, content_hash(&["ab", "c"]));
         assert_ne!(a, content_hash(&["a", "bc"]));
         assert_eq!(a.len(), 44);
+    }
+
+    #[test]
+    fn bootstrap_secrets_are_checked_as_go_uuid_parses_them() {
+        assert_eq!(go_uuid_error("8c5c5c6e-bd3c-4b0a-9f5e-2b0e0b5b7a11"), None);
+        assert_eq!(go_uuid_error("8C5C5C6E-BD3C-4B0A-9F5E-2B0E0B5B7A11"), None);
+        assert_eq!(
+            go_uuid_error("not-a-uuid").as_deref(),
+            Some("uuid string is wrong length")
+        );
+        assert_eq!(
+            go_uuid_error("8c5c5c6e0bd3c-4b0a-9f5e-2b0e0b5b7a11").as_deref(),
+            Some("uuid is improperly formatted")
+        );
+        assert_eq!(
+            go_uuid_error("8c5c5c6e-bd3c-4b0a-9f5e-2b0e0b5b7azz").as_deref(),
+            Some("encoding/hex: invalid byte: U+007A 'z'")
+        );
+        assert_eq!(
+            go_uuid_error("8c5c5c6e-bd3c-4b0a-9f5e-2b0e0b5b7a\u{1}1").as_deref(),
+            Some("encoding/hex: invalid byte: U+0001")
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! registry/acl/tokens/<accessor-id>          TokenRecord
 //! registry/acl/secrets/<secret-id>           SecretRecord (secret → accessor)
 //! registry/acl/tokens-changed                written by every transaction that writes a token
+//! registry/acl/bootstrapped                  BootstrapRecord (the first management token exists)
 //! ```
 //!
 //! Invariants:
@@ -14,6 +15,9 @@
 //!   policies already parsed and merged (`rules`, `management`), so resolving a request's token
 //!   is two gets (secret, then token).
 //! - A policy, its name key, a token and its secret key are written and deleted together.
+//! - `bootstrapped` is written once, in the transaction that creates the first management token
+//!   (`PUT /v1/acl/bootstrap`, or the configured initial management token), and never rewritten:
+//!   its create revision is Consul's bootstrap reset index.
 //! - CreateIndex and ModifyIndex are the storage revisions of the record's key (create and last
 //!   modification), not stored fields.
 
@@ -32,6 +36,9 @@ const SECRETS: &str = "registry/acl/secrets/";
 /// Written (empty) by every transaction that writes a token, and compared by every transaction
 /// that rewrites tokens for a policy change.
 pub(crate) const TOKENS_CHANGED: &str = "registry/acl/tokens-changed";
+
+/// Consul's bootstrap sentinel: present once the ACL system has its first management token.
+pub(crate) const BOOTSTRAPPED: &str = "registry/acl/bootstrapped";
 
 /// The current version of every record in this file.
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -125,6 +132,13 @@ pub(crate) struct TokenRecord {
 pub(crate) struct SecretRecord {
     pub(crate) version: u32,
     pub(crate) accessor_id: String,
+}
+
+/// The bootstrap sentinel's record ([`BOOTSTRAPPED`]); what counts is that it exists and the
+/// revision it was created at.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct BootstrapRecord {
+    pub(crate) version: u32,
 }
 
 /// The index from a policy's (lowercase) name to its ID.
