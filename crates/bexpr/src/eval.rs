@@ -1,30 +1,33 @@
 //! Evaluation of a parsed filter (`parse.rs`) against one datum, a `serde_json::Value` holding
-//! the full JSON object of a job or allocation, with go-bexpr's semantics.
+//! the full JSON object of a job, an allocation, a catalog entry..., with go-bexpr's semantics.
 //!
 //! go-bexpr walks Go values by reflection (through `pointerstructure`), so it tells structs
-//! from maps by type. JSON cannot, so the caller names the selector paths whose objects are Go
-//! maps (`map_fields`, dotted, `*` for any one segment). That matters only when a key is
-//! missing: a missing last key of a map is "not present" (`==` false, `!=` true, …), while a
-//! missing struct field, a missing key earlier in the path, or an index out of range is an
-//! error whose text follows pointerstructure's (`/Foo/Bar at part 1: couldn't find key: struct
-//! field with name "Bar"`).
+//! from maps by type. JSON cannot, so the caller's [`Layout`] names the selector paths whose
+//! objects are Go maps (`map_fields`, dotted, `*` for any one segment). That matters only when
+//! a key is missing: a missing last key of a map is "not present" (`==` false, `!=` true, …),
+//! while a missing struct field, a missing key earlier in the path, or an index out of range
+//! is an error whose text follows pointerstructure's (`/Foo/Bar at part 1: couldn't find key:
+//! struct field with name "Bar"`). `Layout::any_element` selects Consul's reading of a
+//! selector that goes through an array (`Checks.Status`: any element), where Nomad's needs an
+//! index (`TaskGroups.0.Name`).
 //!
 //! Invariants: no allocation on the success path (all coercions were done at parse time; the
 //! datum is only borrowed); `and`/`or` stop at the first deciding operand, so later operands'
-//! errors are not raised; recursion depth is bounded by the parser's nesting limit.
+//! errors are not raised; recursion depth is bounded by the parser's nesting limit, and a
+//! selector's walk by its length plus the datum's array nesting.
 
 use serde_json::Value;
 
-use super::FilterError;
 use super::goconv::{self, NumErr};
-use super::parse::{Match, MatchValue, Node, Part, Selector, Test};
+use super::parse::{Match, MatchValue, Node, Part, Test};
+use super::{FilterError, Layout};
 
 /// Evaluates `node` against `datum`.
-pub(crate) fn eval(node: &Node, datum: &Value, map_fields: &[&str]) -> Result<bool, FilterError> {
+pub(crate) fn eval(node: &Node, datum: &Value, layout: &Layout<'_>) -> Result<bool, FilterError> {
     match node {
         Node::And(items) => {
             for item in items {
-                if !eval(item, datum, map_fields)? {
+                if !eval(item, datum, layout)? {
                     return Ok(false);
                 }
             }
@@ -32,105 +35,112 @@ pub(crate) fn eval(node: &Node, datum: &Value, map_fields: &[&str]) -> Result<bo
         }
         Node::Or(items) => {
             for item in items {
-                if eval(item, datum, map_fields)? {
+                if eval(item, datum, layout)? {
                     return Ok(true);
                 }
             }
             Ok(false)
         }
-        Node::Not(inner) => Ok(!eval(inner, datum, map_fields)?),
-        Node::Match(m) => eval_match(m, datum, map_fields),
+        Node::Not(inner) => Ok(!eval(inner, datum, layout)?),
+        Node::Match(m) => walk(m, datum, 0, layout),
     }
 }
 
-fn eval_match(m: &Match, datum: &Value, map_fields: &[&str]) -> Result<bool, FilterError> {
-    let Some(value) = lookup(datum, &m.selector, map_fields)? else {
+/// Evaluates `m` at `current`, the value its selector's first `depth` parts lead to.
+///
+/// Each step resolves one part; the test runs where the selector ends. With
+/// [`Layout::any_element`], a step that is not an index fans out over an array's elements
+/// and the match holds if it holds for any of them (negation applies per element, as in
+/// Consul's go-bexpr).
+fn walk(
+    m: &Match,
+    current: &Value,
+    depth: usize,
+    layout: &Layout<'_>,
+) -> Result<bool, FilterError> {
+    let parts = &m.selector.parts;
+    let map_fields = layout.map_fields;
+    let Some(part) = parts.get(depth) else {
+        return Ok(test(m, current, map_fields)? != m.negated);
+    };
+    let parent = &parts[..depth];
+    let next = match current {
+        Value::Object(object) => object.get(&part.key),
+        // A nil Go map reads as an empty one.
+        Value::Null if is_map_path(parent, map_fields) => None,
+        Value::Array(items) if layout.any_element && part.index.is_none() => {
+            for item in items {
+                if walk(m, item, depth, layout)? {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
+        Value::Array(items) => {
+            let Some(index) = part.index else {
+                return Err(eval_err(format!(
+                    "{} at part {depth}: couldn't convert value {} to type int",
+                    m.selector.pointer(),
+                    goconv::quote(&part.key)
+                )));
+            };
+            match usize::try_from(index).ok().and_then(|ix| items.get(ix)) {
+                Some(item) => Some(item),
+                None => {
+                    return Err(eval_err(format!(
+                        "{} at part {depth}: index {index} is out of range (length = {})",
+                        m.selector.pointer(),
+                        items.len()
+                    )));
+                }
+            }
+        }
+        other => {
+            return Err(eval_err(format!(
+                "{}: at part {depth}, invalid value kind: {}",
+                m.selector.pointer(),
+                kind_name(other, parent, map_fields)
+            )));
+        }
+    };
+    if let Some(value) = next {
+        return walk(m, value, depth + 1, layout);
+    }
+    let in_map = is_map_path(parent, map_fields);
+    if in_map && depth >= 1 && depth + 1 == parts.len() {
         // A missing map key: nothing equals, contains or matches it, and it is empty.
         let positive = matches!(m.test, Test::IsEmpty);
         return Ok(positive != m.negated);
+    }
+    let what = if in_map {
+        format!("couldn't find key {}", goconv::quote(&part.key))
+    } else {
+        format!(
+            "couldn't find key: struct field with name {}",
+            goconv::quote(&part.key)
+        )
     };
-    let positive = match &m.test {
-        Test::Equal(want) => equal(want, value)?,
-        Test::In(want) => contains(want, value, m, map_fields)?,
-        Test::IsEmpty => is_empty(value, m, map_fields)?,
-        Test::Matches(regex) => match value {
-            Value::String(s) => regex.is_match(s),
-            Value::Null => regex.is_match(""),
-            other => {
-                return Err(eval_err(format!(
-                    "value of type {} is not convertible to []byte",
-                    kind_name(other, &m.selector.parts, map_fields)
-                )));
-            }
-        },
-    };
-    Ok(positive != m.negated)
+    Err(eval_err(format!(
+        "{} at part {depth}: {what}",
+        m.selector.pointer()
+    )))
 }
 
-/// Resolves the selector: `Ok(None)` when the last key is missing from a map.
-fn lookup<'a>(
-    datum: &'a Value,
-    selector: &Selector,
-    map_fields: &[&str],
-) -> Result<Option<&'a Value>, FilterError> {
-    let parts = &selector.parts;
-    let mut current = datum;
-    for (i, part) in parts.iter().enumerate() {
-        let parent = &parts[..i];
-        let next = match current {
-            Value::Object(object) => object.get(&part.key),
-            // A nil Go map reads as an empty one.
-            Value::Null if is_map_path(parent, map_fields) => None,
-            Value::Array(items) => {
-                let Some(index) = part.index else {
-                    return Err(eval_err(format!(
-                        "{} at part {i}: couldn't convert value {} to type int",
-                        selector.pointer(),
-                        goconv::quote(&part.key)
-                    )));
-                };
-                match usize::try_from(index).ok().and_then(|ix| items.get(ix)) {
-                    Some(item) => Some(item),
-                    None => {
-                        return Err(eval_err(format!(
-                            "{} at part {i}: index {index} is out of range (length = {})",
-                            selector.pointer(),
-                            items.len()
-                        )));
-                    }
-                }
-            }
-            other => {
-                return Err(eval_err(format!(
-                    "{}: at part {i}, invalid value kind: {}",
-                    selector.pointer(),
-                    kind_name(other, parent, map_fields)
-                )));
-            }
-        };
-        match next {
-            Some(value) => current = value,
-            None => {
-                let in_map = is_map_path(parent, map_fields);
-                if in_map && i >= 1 && i + 1 == parts.len() {
-                    return Ok(None);
-                }
-                let what = if in_map {
-                    format!("couldn't find key {}", goconv::quote(&part.key))
-                } else {
-                    format!(
-                        "couldn't find key: struct field with name {}",
-                        goconv::quote(&part.key)
-                    )
-                };
-                return Err(eval_err(format!(
-                    "{} at part {i}: {what}",
-                    selector.pointer()
-                )));
-            }
-        }
+/// The positive form of `m`'s test on the value its selector found.
+fn test(m: &Match, value: &Value, map_fields: &[&str]) -> Result<bool, FilterError> {
+    match &m.test {
+        Test::Equal(want) => equal(want, value),
+        Test::In(want) => contains(want, value, m, map_fields),
+        Test::IsEmpty => is_empty(value, m, map_fields),
+        Test::Matches(regex) => match value {
+            Value::String(s) => Ok(regex.is_match(s)),
+            Value::Null => Ok(regex.is_match("")),
+            other => Err(eval_err(format!(
+                "value of type {} is not convertible to []byte",
+                kind_name(other, &m.selector.parts, map_fields)
+            ))),
+        },
     }
-    Ok(Some(current))
 }
 
 /// Whether the object at `path` is a Go map according to `map_fields`.

@@ -1,13 +1,17 @@
-//! go-bexpr boolean filter expressions (the `?filter=` query parameter of Nomad's API),
-//! evaluated over the JSON form of an object (a job, an allocation, a node...).
+//! go-bexpr boolean filter expressions (the `?filter=` query parameter of Nomad's and Consul's
+//! APIs), evaluated over the JSON form of an object (a job, an allocation, a node, a catalog
+//! entry...).
 //!
-//! Where it sits: a pure library below the `scheduler` service, which knows nothing of HTTP.
-//! The scheduler's list handlers parse the query parameter once with [`Filter::parse`] (an
-//! error becomes 400 `failed to read filter expression: <msg>`) and call [`Filter::matches`]
-//! per item (an error becomes 400 `failed to read result page: error finding value in datum:
-//! <msg>`).
+//! Where it sits: a pure library below the `scheduler` and `registry` services, which knows
+//! nothing of HTTP. Their list handlers parse the query parameter once with [`Filter::parse`]
+//! and evaluate it per item; each service words the errors its upstream's way (the
+//! scheduler: 400 `failed to read filter expression: <msg>` for a parse error and `failed to
+//! read result page: error finding value in datum: <msg>` for an evaluation error; the
+//! registry: Consul's `Failed to create boolean expression evaluator: <msg>`). The scheduler
+//! calls [`Filter::matches`]; the registry calls [`Filter::matches_in`] with
+//! [`Layout::any_element`], Consul's reading of a selector through an array.
 //!
-//! Layout: `parse.rs` (the grammar, a mirror of go-bexpr's PEG, with its error texts),
+//! Files: `parse.rs` (the grammar, a mirror of go-bexpr's PEG, with its error texts),
 //! `eval.rs` (semantics over `serde_json::Value`), `goconv.rs` (Go `strconv` look-alikes).
 //!
 //! Invariants:
@@ -29,6 +33,8 @@
 //!   `is empty`, `""` for `matches`, and equals any zero value (`""`, `0`, `false`) for `==`.
 //! - Arrays compare element by element like a Go `[]interface{}`: an element the value cannot
 //!   be coerced to does not match (a typed Go slice would report an error instead).
+//! - A selector step into an array needs an index (`a.0`), unless [`Layout::any_element`]
+//!   says the datum is Consul's: then it applies to every element (any one matching).
 
 mod eval;
 mod goconv;
@@ -78,8 +84,42 @@ impl Filter {
         datum: &serde_json::Value,
         map_fields: &[&str],
     ) -> Result<bool, FilterError> {
-        eval::eval(&self.root, datum, map_fields)
+        self.matches_in(
+            datum,
+            &Layout {
+                map_fields,
+                any_element: false,
+            },
+        )
     }
+
+    /// Evaluates against a datum laid out as `layout` says (see [`Layout`]); [`Filter::matches`]
+    /// is this with `any_element` off.
+    ///
+    /// # Errors
+    /// As [`Filter::matches`]; with `any_element`, an element's error ends the walk.
+    pub fn matches_in(
+        &self,
+        datum: &serde_json::Value,
+        layout: &Layout<'_>,
+    ) -> Result<bool, FilterError> {
+        eval::eval(&self.root, datum, layout)
+    }
+}
+
+/// How a datum's JSON stands for the Go value go-bexpr would walk by reflection.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Layout<'a> {
+    /// The selector paths whose JSON objects are Go *maps* (not structs), dotted, `*` for any
+    /// one segment: a missing last key there is "not present" rather than an error.
+    pub map_fields: &'a [&'a str],
+    /// Consul's go-bexpr (v0.1.2) cannot index arrays: a selector step into an array of
+    /// structs applies to every element, and the match holds when it holds for any of them
+    /// (`Checks.Status == "critical"`: some check is critical; `Checks.Status != "passing"`:
+    /// some check is not passing; an empty array matches nothing). With this on, a step that
+    /// is not an integer does that; an integer step still indexes. Nomad's go-bexpr (off)
+    /// reports a non-integer step into an array as an error.
+    pub any_element: bool,
 }
 
 #[cfg(test)]
@@ -550,10 +590,98 @@ mod tests {
             if let Ok(filter) = Filter::parse(&src) {
                 parsed += 1;
                 let _ = filter.matches(&datum, ALLOC_MAPS);
+                let consul = Layout {
+                    map_fields: ALLOC_MAPS,
+                    any_element: true,
+                };
+                let _ = filter.matches_in(&datum, &consul);
                 let _ = filter.matches(&Value::Null, &[]);
             }
         }
         assert!(parsed > 0);
+    }
+
+    fn entry() -> Value {
+        json!({
+            "Node": {"Node": "n1", "Meta": {"rack": "r1"}},
+            "Service": {"ID": "web-1", "Tags": ["primary"], "Meta": {}},
+            "Checks": [
+                {"CheckID": "serfHealth", "Status": "passing", "ServiceTags": [], "Definition": {}},
+                {"CheckID": "service:web-1", "Status": "critical", "ServiceTags": ["primary"],
+                 "Definition": {"HTTP": "http://localhost"}}
+            ],
+            "Empty": []
+        })
+    }
+
+    const ENTRY_MAPS: &[&str] = &["Node.Meta", "Service.Meta", "Checks.Definition"];
+
+    fn consul(src: &str) -> Result<bool, FilterError> {
+        let filter = Filter::parse(src).unwrap_or_else(|e| panic!("{src:?}: {e}"));
+        filter.matches_in(
+            &entry(),
+            &Layout {
+                map_fields: ENTRY_MAPS,
+                any_element: true,
+            },
+        )
+    }
+
+    #[test]
+    fn any_element_matches_when_some_element_does() {
+        assert_eq!(consul(r#"Checks.Status == "critical""#), Ok(true));
+        assert_eq!(consul(r#"Checks.Status == "warning""#), Ok(false));
+        assert_eq!(consul(r#"Checks.Status != "passing""#), Ok(true));
+        assert_eq!(consul(r#"Checks.CheckID != "x""#), Ok(true));
+        assert_eq!(consul(r#""primary" in Checks.ServiceTags"#), Ok(true));
+        assert_eq!(consul("Checks.ServiceTags is empty"), Ok(true));
+        assert_eq!(consul(r#"Checks.CheckID matches "^service:""#), Ok(true));
+        assert_eq!(consul(r#"not Checks.Status == "critical""#), Ok(false));
+        assert_eq!(
+            consul(r#"Checks.Definition.HTTP contains "localhost""#),
+            Ok(true)
+        );
+        assert_eq!(consul(r#"Checks.Definition.TCP == "x""#), Ok(false));
+        assert_eq!(consul(r#"Checks.1.Status == "critical""#), Ok(true));
+        assert_eq!(consul(r#"Checks.0.Status == "critical""#), Ok(false));
+        assert_eq!(consul(r#"Node.Meta.rack == "r1""#), Ok(true));
+    }
+
+    #[test]
+    fn any_element_over_an_empty_array_matches_nothing() {
+        assert_eq!(consul(r#"Empty.Status == "x""#), Ok(false));
+        assert_eq!(consul(r#"Empty.Status != "x""#), Ok(false));
+        assert_eq!(consul("Empty.Status is empty"), Ok(false));
+    }
+
+    #[test]
+    fn any_element_still_reports_unknown_fields() {
+        assert_eq!(
+            consul(r#"Checks.Bogus == "x""#),
+            Err(FilterError::Eval(
+                "/Checks/Bogus at part 1: couldn't find key: struct field with name \"Bogus\""
+                    .to_owned()
+            ))
+        );
+        assert_eq!(
+            consul(r#"Missing == "x""#),
+            Err(FilterError::Eval(
+                "/Missing at part 0: couldn't find key: struct field with name \"Missing\""
+                    .to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn without_any_element_an_array_step_needs_an_index() {
+        let filter = Filter::parse(r#"Checks.Status == "critical""#).unwrap();
+        assert_eq!(
+            filter.matches(&entry(), ENTRY_MAPS),
+            Err(FilterError::Eval(
+                "/Checks/Status at part 1: couldn't convert value \"Status\" to type int"
+                    .to_owned()
+            ))
+        );
     }
 
     #[test]
