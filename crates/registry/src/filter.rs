@@ -1,11 +1,20 @@
-//! What a read's query keeps: `?filter=` (a subset of go-bexpr, evaluated over the JSON shape
-//! each endpoint returns), `?node-meta=key:value` and `?tag=`.
+//! What a read's query keeps: `?filter=` (Consul's go-bexpr, through the `bexpr` crate,
+//! evaluated over the JSON shape each endpoint returns), `?node-meta=key:value` and `?tag=`.
 //!
 //! Where it sits: the catalog, health and agent handlers parse these from their
 //! [`QueryParams`] and apply them to what they read; pure, no I/O.
 //!
-//! Invariants: a malformed filter is a 400 in go-bexpr's words, never an empty answer; repeated
-//! `?node-meta=` and `?tag=` must all match.
+//! Invariants: a malformed filter is a 400 in go-bexpr's words inside Consul's
+//! (`Failed to create boolean expression evaluator: <go-bexpr's text> in filter "<expr>"`),
+//! never an empty answer; so is a filter that does not fit the items (an unknown selector, a
+//! value the field's kind cannot take), which Consul refuses when it builds the filter;
+//! repeated `?node-meta=` and `?tag=` must all match.
+//!
+//! How the JSON stands for Consul's Go types (`LAYOUT`): a selector through an array of
+//! structs applies to every element, any one matching (`Checks.Status == "critical"`); the
+//! objects that are Go maps, or structs rendered with omitempty fields (a check's
+//! `Definition`, a service's `Proxy.MeshGateway`), read a missing last key as "not present"
+//! rather than as an unknown field.
 
 use serde_json::Value;
 
@@ -41,306 +50,71 @@ pub(crate) fn service_has_tags(service: &ServiceRecord, tags: &[String]) -> bool
     tags.iter().all(|tag| service.tags.contains(tag))
 }
 
-/// A parsed `?filter=` expression: `==`, `!=`, `in`, `not in`, `contains`, `not contains`,
-/// `is empty`, `is not empty`, combined with `and`, `or`, `not` and parentheses; selectors are
-/// dotted field paths (`Service.Tags`, `Node.Meta.rack`); values are `"quoted"`, `` `raw` ``,
-/// numbers, booleans or bare words. A selector that names nothing matches nothing (and is
-/// empty). `matches` (regular expressions) is refused with a 400.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Filter {
-    And(Box<Filter>, Box<Filter>),
-    Or(Box<Filter>, Box<Filter>),
-    Not(Box<Filter>),
-    Equal(Vec<String>, String),
-    NotEqual(Vec<String>, String),
-    /// `value in selector` / `selector contains value`.
-    Contains(Vec<String>, String),
-    Empty(Vec<String>),
-}
+/// The objects of the filtered shapes (`views.rs`, the agent's service) whose keys may be
+/// absent: Go maps (`Meta`, `TaggedAddresses`, ...) and structs Consul renders with omitempty
+/// fields. One list serves every endpoint; paths through arrays have no index segment.
+const MAY_LACK_KEYS: &[&str] = &[
+    "Meta",
+    "NodeMeta",
+    "ServiceMeta",
+    "TaggedAddresses",
+    "Node.Meta",
+    "Node.TaggedAddresses",
+    "Service.Meta",
+    "Service.TaggedAddresses",
+    "Definition",
+    "Definition.Header",
+    "Checks.Definition",
+    "Checks.Definition.Header",
+    "Connect",
+    "Proxy.MeshGateway",
+    "Proxy.Expose",
+    "Service.Connect",
+    "Service.Proxy.MeshGateway",
+    "Service.Proxy.Expose",
+    "ServiceConnect",
+    "ServiceProxy.MeshGateway",
+    "ServiceProxy.Expose",
+];
 
-#[derive(Debug, Clone, PartialEq)]
-enum Token {
-    Open,
-    Close,
-    Eq,
-    Ne,
-    /// A quoted or raw string: always a value.
-    Literal(String),
-    /// A bare word: a keyword, a selector or a value.
-    Word(String),
-}
+/// How the registry's JSON shapes stand for Consul's Go types.
+const LAYOUT: bexpr::Layout<'static> = bexpr::Layout {
+    map_fields: MAY_LACK_KEYS,
+    any_element: true,
+};
 
-fn filter_error(expression: &str, reason: &str) -> Error {
-    Error::BadRequest(format!(
-        "Failed to create boolean expression evaluator: {reason} in filter {expression:?}"
-    ))
-}
-
-fn tokenize(expression: &str) -> Result<Vec<Token>, Error> {
-    let mut tokens = Vec::new();
-    let mut chars = expression.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        match c {
-            c if c.is_whitespace() => {
-                chars.next();
-            }
-            '(' => {
-                chars.next();
-                tokens.push(Token::Open);
-            }
-            ')' => {
-                chars.next();
-                tokens.push(Token::Close);
-            }
-            '=' | '!' => {
-                chars.next();
-                if chars.next() != Some('=') {
-                    return Err(filter_error(expression, "expected == or !="));
-                }
-                tokens.push(if c == '=' { Token::Eq } else { Token::Ne });
-            }
-            '"' => {
-                chars.next();
-                let mut text = String::new();
-                loop {
-                    match chars.next() {
-                        None => return Err(filter_error(expression, "unterminated string")),
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(escaped) => text.push(escaped),
-                            None => return Err(filter_error(expression, "unterminated string")),
-                        },
-                        Some(other) => text.push(other),
-                    }
-                }
-                tokens.push(Token::Literal(text));
-            }
-            '`' => {
-                chars.next();
-                let mut text = String::new();
-                loop {
-                    match chars.next() {
-                        None => return Err(filter_error(expression, "unterminated string")),
-                        Some('`') => break,
-                        Some(other) => text.push(other),
-                    }
-                }
-                tokens.push(Token::Literal(text));
-            }
-            _ => {
-                let mut word = String::new();
-                while let Some(&c) = chars.peek() {
-                    if c.is_whitespace() || matches!(c, '(' | ')' | '=' | '!' | '"' | '`') {
-                        break;
-                    }
-                    word.push(c);
-                    chars.next();
-                }
-                tokens.push(Token::Word(word));
-            }
-        }
-    }
-    Ok(tokens)
-}
-
-struct Parser<'a> {
-    expression: &'a str,
-    tokens: Vec<Token>,
-    position: usize,
-}
-
-impl Parser<'_> {
-    fn peek(&self) -> Option<&Token> {
-        self.tokens.get(self.position)
-    }
-
-    fn peek_word(&self, offset: usize) -> Option<&str> {
-        match self.tokens.get(self.position + offset) {
-            Some(Token::Word(word)) => Some(word.as_str()),
-            _ => None,
-        }
-    }
-
-    fn next(&mut self) -> Option<Token> {
-        let token = self.tokens.get(self.position).cloned();
-        self.position += 1;
-        token
-    }
-
-    fn error(&self, reason: &str) -> Error {
-        filter_error(self.expression, reason)
-    }
-
-    fn or(&mut self) -> Result<Filter, Error> {
-        let mut left = self.and()?;
-        while self.peek_word(0) == Some("or") {
-            self.position += 1;
-            left = Filter::Or(Box::new(left), Box::new(self.and()?));
-        }
-        Ok(left)
-    }
-
-    fn and(&mut self) -> Result<Filter, Error> {
-        let mut left = self.unary()?;
-        while self.peek_word(0) == Some("and") {
-            self.position += 1;
-            left = Filter::And(Box::new(left), Box::new(self.unary()?));
-        }
-        Ok(left)
-    }
-
-    fn unary(&mut self) -> Result<Filter, Error> {
-        if self.peek_word(0) == Some("not") {
-            self.position += 1;
-            return Ok(Filter::Not(Box::new(self.unary()?)));
-        }
-        if self.peek() == Some(&Token::Open) {
-            self.position += 1;
-            let inner = self.or()?;
-            if self.next() != Some(Token::Close) {
-                return Err(self.error("expected )"));
-            }
-            return Ok(inner);
-        }
-        self.comparison()
-    }
-
-    fn value(&mut self) -> Result<String, Error> {
-        match self.next() {
-            Some(Token::Literal(text) | Token::Word(text)) => Ok(text),
-            _ => Err(self.error("expected a value")),
-        }
-    }
-
-    fn selector(&mut self) -> Result<Vec<String>, Error> {
-        match self.next() {
-            Some(Token::Word(word)) if !word.is_empty() => {
-                let path: Vec<String> = word.split('.').map(str::to_owned).collect();
-                if path.iter().any(String::is_empty) {
-                    return Err(self.error(&format!("invalid selector {word:?}")));
-                }
-                Ok(path)
-            }
-            _ => Err(self.error("expected a selector")),
-        }
-    }
-
-    fn comparison(&mut self) -> Result<Filter, Error> {
-        // `value in selector` / `value not in selector`.
-        let value_first = match (self.peek(), self.peek_word(1), self.peek_word(2)) {
-            (Some(Token::Literal(_) | Token::Word(_)), Some("in"), _) => Some(false),
-            (Some(Token::Literal(_) | Token::Word(_)), Some("not"), Some("in")) => Some(true),
-            _ => None,
-        };
-        if let Some(negated) = value_first {
-            let value = self.value()?;
-            self.position += if negated { 2 } else { 1 };
-            let selector = self.selector()?;
-            let contains = Filter::Contains(selector, value);
-            return Ok(if negated {
-                Filter::Not(Box::new(contains))
-            } else {
-                contains
-            });
-        }
-        let selector = self.selector()?;
-        match self.next() {
-            Some(Token::Eq) => Ok(Filter::Equal(selector, self.value()?)),
-            Some(Token::Ne) => Ok(Filter::NotEqual(selector, self.value()?)),
-            Some(Token::Word(word)) => match word.as_str() {
-                "contains" => Ok(Filter::Contains(selector, self.value()?)),
-                "is" => {
-                    let negated = self.peek_word(0) == Some("not");
-                    if negated {
-                        self.position += 1;
-                    }
-                    if self.next() != Some(Token::Word("empty".to_owned())) {
-                        return Err(self.error("expected empty after is"));
-                    }
-                    let empty = Filter::Empty(selector);
-                    Ok(if negated {
-                        Filter::Not(Box::new(empty))
-                    } else {
-                        empty
-                    })
-                }
-                "not" => match self.next() {
-                    Some(Token::Word(next)) if next == "contains" => Ok(Filter::Not(Box::new(
-                        Filter::Contains(selector, self.value()?),
-                    ))),
-                    Some(Token::Word(next)) if next == "matches" => {
-                        Err(self.error("the matches operator is not supported"))
-                    }
-                    _ => Err(self.error("expected contains after not")),
-                },
-                "matches" => Err(self.error("the matches operator is not supported")),
-                other => Err(self.error(&format!("unexpected {other:?}"))),
-            },
-            _ => Err(self.error("expected an operator")),
-        }
-    }
+/// A parsed `?filter=` expression (go-bexpr's language: `==`, `!=`, `in`, `not in`,
+/// `contains`, `not contains`, `matches`, `not matches`, `is empty`, `is not empty`, `and`,
+/// `or`, `not`, parentheses), with its text for error messages.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    expression: String,
+    compiled: bexpr::Filter,
 }
 
 impl Filter {
     pub(crate) fn parse(expression: &str) -> Result<Filter, Error> {
-        let tokens = tokenize(expression)?;
-        if tokens.is_empty() {
-            return Err(filter_error(expression, "empty expression"));
+        match bexpr::Filter::parse(expression) {
+            Ok(compiled) => Ok(Filter {
+                expression: expression.to_owned(),
+                compiled,
+            }),
+            Err(err) => Err(filter_error(expression, &err)),
         }
-        let mut parser = Parser {
-            expression,
-            tokens,
-            position: 0,
-        };
-        let filter = parser.or()?;
-        if parser.position != parser.tokens.len() {
-            return Err(parser.error("unexpected trailing input"));
-        }
-        Ok(filter)
     }
 
     /// Whether `item` (an element of a response) matches.
-    pub(crate) fn matches(&self, item: &Value) -> bool {
-        match self {
-            Filter::And(a, b) => a.matches(item) && b.matches(item),
-            Filter::Or(a, b) => a.matches(item) || b.matches(item),
-            Filter::Not(inner) => !inner.matches(item),
-            Filter::Equal(path, value) => resolve(item, path)
-                .and_then(scalar)
-                .is_some_and(|field| field == *value),
-            Filter::NotEqual(path, value) => resolve(item, path)
-                .and_then(scalar)
-                .is_some_and(|field| field != *value),
-            Filter::Contains(path, value) => match resolve(item, path) {
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .any(|item| scalar(item).as_deref() == Some(value)),
-                Some(Value::String(text)) => text.contains(value.as_str()),
-                Some(Value::Object(map)) => map.contains_key(value),
-                _ => false,
-            },
-            Filter::Empty(path) => match resolve(item, path) {
-                None | Some(Value::Null) => true,
-                Some(Value::String(text)) => text.is_empty(),
-                Some(Value::Array(items)) => items.is_empty(),
-                Some(Value::Object(map)) => map.is_empty(),
-                Some(_) => false,
-            },
-        }
+    pub(crate) fn matches(&self, item: &Value) -> Result<bool, Error> {
+        self.compiled
+            .matches_in(item, &LAYOUT)
+            .map_err(|err| filter_error(&self.expression, &err))
     }
 }
 
-fn resolve<'a>(item: &'a Value, path: &[String]) -> Option<&'a Value> {
-    path.iter().try_fold(item, |value, part| value.get(part))
-}
-
-fn scalar(value: &Value) -> Option<String> {
-    match value {
-        Value::String(text) => Some(text.clone()),
-        Value::Number(number) => Some(number.to_string()),
-        Value::Bool(flag) => Some(flag.to_string()),
-        _ => None,
-    }
+fn filter_error(expression: &str, err: &bexpr::FilterError) -> Error {
+    Error::BadRequest(format!(
+        "Failed to create boolean expression evaluator: {err} in filter {expression:?}"
+    ))
 }
 
 /// The request's `?filter=`, parsed (a malformed one is a 400).
@@ -351,11 +125,19 @@ pub(crate) fn filter_param(query: &QueryParams) -> Result<Option<Filter>, Error>
     }
 }
 
-/// Keeps the items `filter` matches.
-pub(crate) fn apply_filter(filter: Option<&Filter>, items: &mut Vec<Value>) {
-    if let Some(filter) = filter {
-        items.retain(|item| filter.matches(item));
+/// Keeps the items `filter` matches (a filter that does not fit them is a 400).
+pub(crate) fn apply_filter(filter: Option<&Filter>, items: &mut Vec<Value>) -> Result<(), Error> {
+    let Some(filter) = filter else {
+        return Ok(());
+    };
+    let mut kept = Vec::with_capacity(items.len());
+    for item in items.drain(..) {
+        if filter.matches(&item)? {
+            kept.push(item);
+        }
     }
+    *items = kept;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -365,17 +147,33 @@ mod tests {
     use super::*;
 
     fn check(expression: &str, item: &Value) -> bool {
-        Filter::parse(expression).unwrap().matches(item)
+        Filter::parse(expression).unwrap().matches(item).unwrap()
     }
 
-    #[test]
-    fn filters_evaluate_like_bexpr() {
-        let item = json!({
+    fn refusal(expression: &str, item: &Value) -> String {
+        match Filter::parse(expression).and_then(|filter| filter.matches(item)) {
+            Err(Error::BadRequest(message)) => message,
+            other => panic!("{expression:?}: {other:?}"),
+        }
+    }
+
+    fn entry() -> Value {
+        json!({
             "ServiceID": "foo:1",
             "Port": 80,
             "Service": {"Tags": ["tag:foo:1"], "Meta": {"v": "1"}, "Address": ""},
             "Node": {"Node": "n1"},
-        });
+            "Checks": [
+                {"CheckID": "serfHealth", "Status": "passing", "Definition": {}},
+                {"CheckID": "service:foo:1", "Status": "critical",
+                 "Definition": {"TTL": "10s"}},
+            ],
+        })
+    }
+
+    #[test]
+    fn filters_evaluate_like_bexpr() {
+        let item = entry();
         assert!(check(r#""tag:foo:1" in Service.Tags"#, &item));
         assert!(!check(r#""tag:nope" in Service.Tags"#, &item));
         assert!(check(r#""tag:nope" not in Service.Tags"#, &item));
@@ -386,8 +184,44 @@ mod tests {
         assert!(check("Service.Tags is not empty", &item));
         assert!(check("Service.Meta contains v", &item));
         assert!(check(r#"not (ServiceID == "x" or Port != 80)"#, &item));
-        assert!(!check(r#"Missing.Field == "x""#, &item));
-        assert!(check("Missing.Field is empty", &item));
+        assert!(!check(r#"Service.Meta.missing == "x""#, &item));
+        assert!(check("Service.Meta.missing is empty", &item));
+    }
+
+    #[test]
+    fn matches_takes_a_regular_expression() {
+        // Consul's go-bexpr has `matches` and `not matches`.
+        let item = entry();
+        assert!(check(
+            r#"ServiceID matches "x.*" or ServiceID matches "^foo:""#,
+            &item
+        ));
+        assert!(check(r#"ServiceID not matches "^bar""#, &item));
+        assert!(!check(r#"ServiceID matches "^1""#, &item));
+    }
+
+    #[test]
+    fn a_selector_through_checks_matches_any_check() {
+        let item = entry();
+        assert!(check(r#"Checks.Status == "critical""#, &item));
+        assert!(!check(r#"Checks.Status == "warning""#, &item));
+        assert!(check(r#"Checks.Status != "passing""#, &item));
+        assert!(check(r#"Checks.Definition.TTL == "10s""#, &item));
+        assert!(!check(r#"Checks.Definition.HTTP == "x""#, &item));
+    }
+
+    #[test]
+    fn unknown_selectors_are_refused() {
+        // Consul checks selectors against the endpoint's type and refuses unknown ones
+        // (this registry used to answer "matches nothing" and "is empty").
+        let item = entry();
+        assert_eq!(
+            refusal(r#"Missing.Field == "x""#, &item),
+            "Failed to create boolean expression evaluator: /Missing/Field at part 0: couldn't \
+             find key: struct field with name \"Missing\" in filter \"Missing.Field == \\\"x\\\"\""
+        );
+        refusal("Missing.Field is empty", &item);
+        refusal("Port == high", &item);
     }
 
     #[test]
@@ -398,12 +232,17 @@ mod tests {
             r#"ServiceID = "x""#,
             r#"ServiceID == "x"#,
             r#"(ServiceID == "x""#,
-            r#"ServiceID matches "x.*""#,
+            r#"ServiceID matches "(""#,
             r#"ServiceID == "x" extra"#,
             "Service..Tags is empty",
         ] {
             assert!(Filter::parse(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(
+            refusal(r#"ServiceID == "x"#, &entry()),
+            "Failed to create boolean expression evaluator: 1:16 (15): rule \"string\": \
+             Unterminated string literal in filter \"ServiceID == \\\"x\""
+        );
     }
 
     #[test]

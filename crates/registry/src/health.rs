@@ -78,7 +78,7 @@ async fn read_checks(
             let checks: Vec<Stored<CheckRecord>> =
                 scan_records(state.storage(), range.clone()).await?;
             let (mut out, filtered) = filter_checks(authz, &checks, &keep);
-            apply_filter(filter.as_ref(), &mut out);
+            apply_filter(filter.as_ref(), &mut out)?;
             Ok((out, filtered))
         })
         .await?;
@@ -207,7 +207,7 @@ pub(crate) async fn list_service_entries(
                     "Checks": own.into_iter().map(check_json).collect::<Vec<_>>(),
                 }));
             }
-            apply_filter(filter.as_ref(), &mut out);
+            apply_filter(filter.as_ref(), &mut out)?;
             Ok(((out, filtered), index))
         })
         .await?;

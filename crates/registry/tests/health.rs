@@ -523,4 +523,28 @@ async fn health_and_catalog_reads_accept_bexpr_filters() {
         .await;
     bad.assert_status(400);
     assert!(bad.text().contains("filter"), "{}", bad.text());
+
+    // Consul's go-bexpr: a selector through `Checks` matches when any check does, `matches`
+    // takes a regular expression, and an unknown selector is refused.
+    let critical = get(format!(
+        "/v1/health/service/foo?{}",
+        q(r#"Checks.Status == "critical""#)
+    ))
+    .await;
+    assert_eq!(service_ids(&critical), vec!["foo:2"]);
+    let matched = get(format!(
+        "/v1/catalog/service/foo?{}",
+        q(r#"ServiceID matches "2$""#)
+    ))
+    .await;
+    assert_eq!(field(&matched, "ServiceID"), vec!["foo:2"]);
+    let unknown = registry
+        .get(&format!("/v1/health/service/foo?{}", q(r#"Nope == "x""#)))
+        .await;
+    unknown.assert_status(400);
+    assert_eq!(
+        unknown.text(),
+        "Failed to create boolean expression evaluator: /Nope at part 0: couldn't find key: \
+         struct field with name \"Nope\" in filter \"Nope == \\\"x\\\"\"\n"
+    );
 }

@@ -53,7 +53,10 @@ pub(crate) async fn list_checks(
             continue;
         }
         let view = check_json(check);
-        if filter.as_ref().is_none_or(|filter| filter.matches(&view)) {
+        if filter
+            .as_ref()
+            .map_or(Ok(true), |filter| filter.matches(&view))?
+        {
             out.insert(check.record.check_id.clone(), view);
         }
     }

@@ -58,7 +58,10 @@ pub(crate) async fn list_services(
             continue;
         }
         let view = agent_service_json(&state, service);
-        if filter.as_ref().is_none_or(|filter| filter.matches(&view)) {
+        if filter
+            .as_ref()
+            .map_or(Ok(true), |filter| filter.matches(&view))?
+        {
             out.insert(service.record.id.clone(), view);
         }
     }

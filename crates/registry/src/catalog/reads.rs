@@ -49,7 +49,7 @@ pub(crate) async fn list_nodes(
             read_nodes(&state, &authz, &meta_filter)
         })
         .await?;
-    apply_filter(filter.as_ref(), &mut nodes);
+    apply_filter(filter.as_ref(), &mut nodes)?;
     Ok(Indexed::new(index, nodes).filtered(filtered))
 }
 
@@ -234,6 +234,6 @@ pub(crate) async fn list_service_instances(
             Ok::<_, Error>(((out, filtered), instances.index))
         })
         .await?;
-    apply_filter(filter.as_ref(), &mut instances);
+    apply_filter(filter.as_ref(), &mut instances)?;
     Ok(Indexed::new(index, instances).filtered(filtered))
 }
