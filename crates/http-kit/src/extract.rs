@@ -343,7 +343,13 @@ mod tests {
                 "/query",
                 get(|query: Query<Params>| async move { query.index.to_string() }),
             );
-        layers(router, &HttpOptions { body_limit: 64 })
+        layers(
+            router,
+            &HttpOptions {
+                body_limit: 64,
+                ..HttpOptions::default()
+            },
+        )
     }
 
     #[track_caller]

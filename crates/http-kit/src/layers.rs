@@ -1,6 +1,6 @@
 //! The middleware every service router gets: [`layers`] (request ids, a tracing span per
-//! request, panic containment, the default body limit) and [`with_body_limit`] for routes that
-//! need another limit.
+//! request, panic containment, the default body limit, request metrics) and
+//! [`with_body_limit`] for routes that need another limit.
 //!
 //! Where it sits: outermost on each service's router, so it sees every request first and every
 //! response last; `cairn` calls it once per service before [`serve`](crate::serve).
@@ -16,6 +16,9 @@
 //!   connection.
 //! - The [`BodyLimit`] extension always equals the `DefaultBodyLimit` in force, so extractors
 //!   can name the limit in their 413 message.
+//! - With [`HttpOptions::metrics`], every answered request (panics included, as their 500) is
+//!   recorded once, under its matched route pattern (the middleware wraps each route, so axum's
+//!   `MatchedPath` is known).
 
 use std::any::Any;
 use std::convert::Infallible;
@@ -23,7 +26,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Request};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::FutureExt;
@@ -32,6 +35,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use tracing::Instrument;
 
 use crate::INTERNAL_ERROR_MESSAGE;
+use crate::metrics::RequestMetrics;
 
 /// The default request body limit: 32 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -43,16 +47,19 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 const MAX_REQUEST_ID_LEN: usize = 128;
 
 /// Options for [`layers`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     /// The largest request body, in bytes, that the body extractors accept (413 beyond it).
     pub body_limit: usize,
+    /// Where to record each request's count and latency (none by default).
+    pub metrics: Option<RequestMetrics>,
 }
 
 impl Default for HttpOptions {
     fn default() -> HttpOptions {
         HttpOptions {
             body_limit: DEFAULT_BODY_LIMIT,
+            metrics: None,
         }
     }
 }
@@ -81,7 +88,10 @@ pub fn layers<S>(router: Router<S>, options: &HttpOptions) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    with_body_limit(router, options.body_limit).layer(axum::middleware::from_fn(request_context))
+    with_body_limit(router, options.body_limit).layer(axum::middleware::from_fn_with_state(
+        options.metrics.clone(),
+        request_context,
+    ))
 }
 
 /// Sets the body limit for the routes in `router` (for example a larger one for snapshot
@@ -96,7 +106,11 @@ where
         .layer(axum::Extension(BodyLimit(limit)))
 }
 
-async fn request_context(mut request: Request, next: Next) -> Response {
+async fn request_context(
+    axum::extract::State(metrics): axum::extract::State<Option<RequestMetrics>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let request_id =
         client_request_id(request.headers()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     request
@@ -110,6 +124,8 @@ async fn request_context(mut request: Request, next: Next) -> Response {
         path = %request.uri().path(),
         request_id = %request_id,
     );
+    let method = request.method().clone();
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let started = Instant::now();
     let outcome = AssertUnwindSafe(next.run(request))
         .catch_unwind()
@@ -129,7 +145,16 @@ async fn request_context(mut request: Request, next: Next) -> Response {
     }
 
     let status = response.status();
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = started.elapsed();
+    if let Some(metrics) = &metrics {
+        metrics.record(
+            route.as_ref().map(MatchedPath::as_str),
+            &method,
+            status,
+            elapsed,
+        );
+    }
+    let latency_ms = elapsed.as_secs_f64() * 1000.0;
     span.in_scope(|| {
         if status.is_server_error() {
             tracing::error!(
@@ -194,7 +219,13 @@ mod tests {
                 ),
             )
             .route("/echo", post(|body: Bytes| async move { body }));
-        layers(router, &HttpOptions { body_limit: 16 })
+        layers(
+            router,
+            &HttpOptions {
+                body_limit: 16,
+                metrics: None,
+            },
+        )
     }
 
     async fn send(request: http::Request<Body>) -> Response {
@@ -293,13 +324,53 @@ mod tests {
             ),
             64,
         );
-        let app = layers(upload, &HttpOptions { body_limit: 16 });
+        let app = layers(
+            upload,
+            &HttpOptions {
+                body_limit: 16,
+                metrics: None,
+            },
+        );
         let request = http::Request::post("/upload")
             .body(Body::from("x".repeat(40)))
             .unwrap();
         let response = app.oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(body_text(response).await, "40");
+    }
+
+    #[tokio::test]
+    async fn requests_are_recorded_under_their_matched_route() {
+        let metrics = crate::metrics::Metrics::new();
+        let router = Router::new()
+            .route("/items/{id}", get(|| async { "item" }))
+            .route("/panic", get(explode));
+        let app = layers(
+            router,
+            &HttpOptions {
+                metrics: Some(metrics.requests("test")),
+                ..HttpOptions::default()
+            },
+        );
+        for uri in ["/items/1", "/items/2", "/panic", "/nowhere"] {
+            app.clone().oneshot(get_request(uri)).await.unwrap();
+        }
+        let families = metrics.gather("test", Vec::new());
+        let crate::metrics::Samples::Counter(counts) = &families[0].samples else {
+            panic!("{families:?}");
+        };
+        let seen: Vec<(&str, &str, u64)> = counts
+            .iter()
+            .map(|(labels, count)| (labels[1].1.as_str(), labels[3].1.as_str(), *count))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("/items/{id}", "200", 2),
+                ("/panic", "500", 1),
+                ("unmatched", "404", 1)
+            ]
+        );
     }
 
     #[test]

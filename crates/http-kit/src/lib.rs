@@ -16,6 +16,9 @@
 //! - [`query`]: Consul's and Nomad's query options ([`query::QueryParams`], first value wins,
 //!   typed [`query::QueryError`]s) and read answers with their index headers
 //!   ([`query::Indexed`]).
+//! - [`metrics`]: the process's metrics registry ([`metrics::Metrics`]), the request figures
+//!   [`layers`] records into it, and the Prometheus text format and JSON summary every
+//!   metrics endpoint answers with.
 //! - [`blocking`]: Consul/Nomad-style `?index=N&wait=5m` long polls, built on `Storage::watch`
 //!   (or on a `tokio::sync::watch` of in-memory state).
 //!
@@ -36,6 +39,7 @@ mod extract;
 mod headers;
 mod layers;
 mod logging;
+pub mod metrics;
 pub mod query;
 mod serve;
 pub mod shape;

@@ -94,6 +94,7 @@ fn app(slow_started: Arc<Notify>) -> Router {
         router,
         &HttpOptions {
             body_limit: BODY_LIMIT,
+            ..HttpOptions::default()
         },
     )
 }
