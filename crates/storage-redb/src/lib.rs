@@ -2,8 +2,10 @@
 //! one redb file.
 //!
 //! Where it sits: below `cairn` (which opens it from configuration and hands services an
-//! `Arc<dyn Storage>`), above redb. Modules: `codec` (record encoding), `tables` (schema and
-//! every redb operation), `writer` (the group-commit thread), and this file (the async API).
+//! `Arc<dyn Storage>`, and reads [`RedbStats`] through a [`RedbStatsSource`] for its metrics),
+//! above redb. Modules: `codec` (record encoding), `tables` (schema and every redb operation),
+//! `writer` (the group-commit thread), `stats` (what the writer has done: counters, commit
+//! latency and batch sizes), and this file (the async API).
 //!
 //! How it works: writes go to one dedicated writer thread that commits every queued
 //! transaction in one durable redb commit (group commit: the disk's fsync rate, not the number
@@ -22,6 +24,7 @@
 //!   closed (once in-flight reads finish) and every call fails with [`Error::Closed`].
 
 mod codec;
+mod stats;
 mod tables;
 mod writer;
 
@@ -41,8 +44,11 @@ use storage::{
 };
 use tokio::sync::oneshot;
 
+use crate::stats::Counters;
 use crate::tables::{OrBackend, Reader, WriteTables};
-use crate::writer::{Counters, Request, Writer};
+use crate::writer::{Request, Writer};
+
+pub use crate::stats::{BATCH_SIZE_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution, RedbStats};
 
 /// How to open a [`RedbStorage`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,14 +82,17 @@ impl RedbOptions {
     }
 }
 
-/// Counts of the writer's work since the store was opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct RedbStats {
-    /// Durable redb commits (groups that wrote something).
-    pub commits: u64,
-    /// Transactions and restores the writer applied, writing or not.
-    pub requests: u64,
+/// Reads a store's [`RedbStats`] without holding the store open (for a metrics source that
+/// may outlive it); from [`RedbStorage::stats_source`].
+#[derive(Debug, Clone)]
+pub struct RedbStatsSource {
+    stats: Arc<Counters>,
+}
+
+impl RedbStatsSource {
+    pub fn read(&self) -> RedbStats {
+        self.stats.snapshot()
+    }
 }
 
 /// A durable store in one redb file.
@@ -185,9 +194,13 @@ impl RedbStorage {
     /// What the writer has done since open: with concurrent writers, fewer commits than
     /// requests is group commit at work.
     pub fn stats(&self) -> RedbStats {
-        RedbStats {
-            commits: self.inner.stats.commits.load(Ordering::Relaxed),
-            requests: self.inner.stats.requests.load(Ordering::Relaxed),
+        self.inner.stats.snapshot()
+    }
+
+    /// A reader of [`RedbStorage::stats`] that does not keep the store open.
+    pub fn stats_source(&self) -> RedbStatsSource {
+        RedbStatsSource {
+            stats: Arc::clone(&self.inner.stats),
         }
     }
 

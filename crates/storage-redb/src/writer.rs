@@ -18,12 +18,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::Instant;
 
 use redb::{Database, Durability};
 use storage::watch::{Batch, Hub};
 use storage::{Error, Revision, Snapshot, Txn, TxnResult};
 use tokio::sync::oneshot;
 
+use crate::stats::Counters;
 use crate::tables::{Meta, OrBackend, WriteTables};
 
 /// The most requests one group commit applies.
@@ -56,13 +58,6 @@ pub(crate) struct Writer {
     pub(crate) stats: Arc<Counters>,
 }
 
-/// What the writer has done, for [`crate::RedbStorage::stats`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) commits: AtomicU64,
-    pub(crate) requests: AtomicU64,
-}
-
 impl Writer {
     /// Serves requests until every sender is gone.
     pub(crate) fn run(mut self) {
@@ -79,14 +74,14 @@ impl Writer {
     }
 
     fn commit_group(&mut self, group: Vec<Request>) {
+        let started = Instant::now();
         match self.apply_group(&group) {
             Ok((outcomes, batches, meta)) => {
-                if meta != self.meta {
-                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                }
-                self.stats
-                    .requests
-                    .fetch_add(group.len() as u64, Ordering::Relaxed);
+                let committed = meta != self.meta;
+                self.stats.record_group(
+                    group.len(),
+                    committed.then(|| started.elapsed().as_secs_f64()),
+                );
                 self.meta = meta;
                 self.revision.store(meta.revision, Ordering::Release);
                 for batch in batches {

@@ -99,6 +99,12 @@ fn concurrent_transactions_share_durable_commits() {
         let stats = store.stats();
         assert_eq!(stats.requests, 400);
         assert!(stats.commits < 400, "no group commit happened: {stats:?}");
+        // Every commit is timed and sized; the sizes add up to the requests.
+        assert_eq!(stats.commit_seconds.count, stats.commits);
+        assert_eq!(stats.batch_sizes.count, stats.commits);
+        assert_eq!(stats.batch_sizes.sum, 400.0);
+        assert!(stats.batch_sizes.max > 1.0, "{stats:?}");
+        assert_eq!(store.stats_source().read(), stats);
         assert_eq!(store.revision().await.expect("revision"), 400);
         store.close().await.expect("close");
     });
