@@ -34,6 +34,7 @@ mod clock;
 mod error;
 mod jobs;
 mod meta;
+mod metrics;
 mod namespaces;
 mod nodes;
 mod placement;
@@ -87,6 +88,9 @@ pub struct Config {
     /// commit carries up to this many plans), while placement itself uses the runtime's
     /// threads.
     pub workers: usize,
+    /// The process's metrics registry (`cairn` shares one with every service); served at
+    /// `/v1/metrics` with this service's figures.
+    pub metrics: http_kit::metrics::Metrics,
 }
 
 impl Default for Config {
@@ -100,6 +104,7 @@ impl Default for Config {
             heartbeat_ttl: Duration::from_secs(10),
             heartbeat_grace: Duration::from_secs(10),
             workers: 64,
+            metrics: http_kit::metrics::Metrics::default(),
         }
     }
 }

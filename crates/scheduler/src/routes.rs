@@ -7,7 +7,7 @@
 use axum::Router;
 use axum::routing::{get, post, put};
 
-use crate::{Error, State, acl, agent, allocations, client_rpc, jobs, namespaces, nodes};
+use crate::{Error, State, acl, agent, allocations, client_rpc, jobs, metrics, namespaces, nodes};
 
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-scheduler-", "x-nomad-")];
@@ -21,6 +21,7 @@ pub fn router(state: State) -> Router {
         .route("/v1/status/peers", get(agent::read_peers))
         .route("/v1/agent/self", get(agent::read_self))
         .route("/v1/regions", get(agent::list_regions))
+        .route("/v1/metrics", get(metrics::read_metrics))
         // Jobs (jobs/):
         .route(
             "/v1/jobs",

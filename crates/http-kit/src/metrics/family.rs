@@ -27,8 +27,8 @@ pub struct Family {
 pub enum Samples {
     /// Monotonic counts since the process started.
     Counter(Vec<(Labels, u64)>),
-    /// Values computed when the scrape happens.
-    Gauge(Vec<(Labels, f64)>),
+    /// Values computed when the scrape happens (counts of things, flags).
+    Gauge(Vec<(Labels, i64)>),
     Histogram(Vec<(Labels, Histogram)>),
 }
 
@@ -41,7 +41,7 @@ impl Family {
         }
     }
 
-    pub fn gauge(name: &'static str, help: &'static str, samples: Vec<(Labels, f64)>) -> Family {
+    pub fn gauge(name: &'static str, help: &'static str, samples: Vec<(Labels, i64)>) -> Family {
         Family {
             name,
             help,
@@ -50,7 +50,7 @@ impl Family {
     }
 
     /// A gauge with one unlabelled sample.
-    pub fn single_gauge(name: &'static str, help: &'static str, value: f64) -> Family {
+    pub fn single_gauge(name: &'static str, help: &'static str, value: i64) -> Family {
         Family::gauge(name, help, vec![(Labels::new(), value)])
     }
 

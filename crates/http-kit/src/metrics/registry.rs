@@ -292,14 +292,14 @@ mod tests {
     #[test]
     fn a_scrape_reports_sources_then_its_own_service_only() {
         let metrics = Metrics::new();
-        metrics.add_source(|| vec![Family::single_gauge("store_thing", "A store figure.", 1.0)]);
+        metrics.add_source(|| vec![Family::single_gauge("store_thing", "A store figure.", 1)]);
         metrics.requests("platform").record(
             Some("/api/v2/ping"),
             &Method::GET,
             StatusCode::OK,
             Duration::ZERO,
         );
-        let own = vec![Family::single_gauge("mine", "The service's figure.", 2.0)];
+        let own = vec![Family::single_gauge("mine", "The service's figure.", 2)];
         let families = metrics.gather("registry", own);
         let names: Vec<&str> = families.iter().map(|family| family.name).collect();
         assert_eq!(

@@ -198,7 +198,7 @@ pub fn json_summary(families: &[Family], uptime: Duration, now_unix_secs: i64) -
                     .gauges
                     .extend(samples.iter().map(|(labels, value)| GaugeValue {
                         name: family.name,
-                        value: *value,
+                        value: *value as f64,
                         labels: label_map(labels),
                     }));
             }
@@ -285,7 +285,7 @@ mod tests {
                 "Things done.",
                 vec![(vec![("kind", "a\"b".to_owned())], 3)],
             ),
-            Family::single_gauge("cairn_sealed", "Whether sealed.", 0.0),
+            Family::single_gauge("cairn_sealed", "Whether sealed.", 0),
             Family::histogram(
                 "cairn_latency_seconds",
                 "Latency.",
@@ -302,7 +302,7 @@ mod tests {
 cairn_things_total{kind="a\"b"} 3
 # HELP cairn_sealed Whether sealed.
 # TYPE cairn_sealed gauge
-cairn_sealed 0.0
+cairn_sealed 0
 # HELP cairn_latency_seconds Latency.
 # TYPE cairn_latency_seconds histogram
 cairn_latency_seconds_bucket{route="/v1/x",le="0.1"} 1

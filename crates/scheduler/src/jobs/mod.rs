@@ -36,8 +36,8 @@ use crate::structs::{
     DEFAULT_NAMESPACE, DEFAULT_NODE_POOL, Evaluation, Job, JobKey, JobSubmission, JobSummary,
 };
 
-pub(crate) use render::JobListStub;
-use render::{JOB_MAP_FIELDS, eval_facts, job_read_index, job_stub, job_summary, job_with_status};
+use render::{JOB_MAP_FIELDS, job_read_index, job_stub, job_summary, job_with_status};
+pub(crate) use render::{JobListStub, eval_facts, job_status};
 
 /// Submitted sources larger than this are dropped with a warning (Nomad's
 /// `job_max_source_size`, 1 MB).
