@@ -65,6 +65,9 @@ pub struct Config {
     /// The shortest session TTL accepted (Consul's `session_ttl_min`, default 10 s).
     pub session_ttl_min: Duration,
     pub acl: AclConfig,
+    /// The process's metrics registry (`cairn` shares one with every service); served at
+    /// `/v1/agent/metrics` with this service's figures.
+    pub metrics: http_kit::metrics::Metrics,
 }
 
 /// ACL settings. With ACLs disabled every request is allowed.
@@ -86,6 +89,7 @@ impl Config {
             datacenter: DEFAULT_DATACENTER.to_owned(),
             session_ttl_min: Duration::from_secs(10),
             acl: AclConfig::default(),
+            metrics: http_kit::metrics::Metrics::default(),
         }
     }
 }

@@ -89,6 +89,7 @@ pub fn router(state: State) -> Router {
         // agent/
         .route("/v1/agent/self", get(agent::node::read_self))
         .route("/v1/agent/members", get(agent::node::list_members))
+        .route("/v1/agent/metrics", get(agent::metrics::read_metrics))
         .route("/v1/agent/checks", get(agent::checks::list_checks))
         .route("/v1/agent/services", get(agent::services::list_services))
         .route(

@@ -8,6 +8,7 @@
 //! - `checks.rs`: `/v1/agent/checks`, `/v1/agent/check/*`.
 //! - `services.rs`: `/v1/agent/services`, `/v1/agent/service/*`.
 //! - `maintenance.rs`: node and service maintenance mode.
+//! - `metrics.rs`: `/v1/agent/metrics` (Prometheus text or go-metrics' JSON summary).
 //! - `body.rs`: the agent's request bodies and their validation into check records.
 //!
 //! Invariant: the agent views hide what a Consul agent does not own: the leader-managed
@@ -16,5 +17,6 @@
 mod body;
 pub(crate) mod checks;
 pub(crate) mod maintenance;
+pub(crate) mod metrics;
 pub(crate) mod node;
 pub(crate) mod services;
