@@ -141,10 +141,6 @@ impl Caller {
     }
 
     /// 404 unless the caller is a site administrator (TFE hides admin endpoints).
-    #[allow(
-        dead_code,
-        reason = "the admin endpoints of the later admin issue call it"
-    )]
     pub(crate) fn require_site_admin(&self) -> Result<(), Error> {
         if self.is_site_admin() {
             Ok(())

@@ -40,6 +40,7 @@ mod error;
 mod ids;
 mod invitations;
 mod memberships;
+mod metrics;
 mod objects;
 mod organizations;
 mod ping;
@@ -92,6 +93,9 @@ pub struct Config {
     /// TFE's general setting `api-rate-limiting-enabled` (default true); runtime:
     /// [`State::set_api_rate_limiting_enabled`].
     pub api_rate_limiting_enabled: bool,
+    /// The process's metrics registry (`cairn` shares one with every service); served at
+    /// `/api/v2/metrics` with this service's figures.
+    pub metrics: http_kit::metrics::Metrics,
 }
 
 impl Default for Config {
@@ -103,6 +107,7 @@ impl Default for Config {
             max_upload_bytes: None,
             api_rate_limit: MIN_RATE_LIMIT,
             api_rate_limiting_enabled: true,
+            metrics: http_kit::metrics::Metrics::default(),
         }
     }
 }

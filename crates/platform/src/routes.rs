@@ -26,7 +26,7 @@ use http::{HeaderValue, Method, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    API_VERSION, Error, State, configuration_versions, invitations, memberships, objects,
+    API_VERSION, Error, State, configuration_versions, invitations, memberships, metrics, objects,
     organizations, ping, rate_limit, runs, teams, tokens, users, workspaces,
 };
 
@@ -43,6 +43,8 @@ pub fn router(state: State) -> Router {
             "/api/v2/organization-memberships/{id}/actions/accept",
             post(invitations::accept_membership),
         )
+        // metrics.rs (site administrators)
+        .route("/api/v2/metrics", get(metrics::read_metrics))
         // users.rs
         .route("/api/v2/account/details", get(users::read_account))
         .route("/api/v2/account/update", patch(users::update_account))

@@ -45,7 +45,7 @@ pub(crate) enum RunStatus {
 }
 
 impl RunStatus {
-    #[cfg(test)]
+    /// Every status, in the order of the run's life (metrics report one sample each).
     pub(crate) const ALL: [RunStatus; 15] = [
         RunStatus::Pending,
         RunStatus::PlanQueued,

@@ -68,6 +68,11 @@ pub(crate) fn run_key(id: &str) -> Vec<u8> {
     format!("{PREFIX}runs/{id}").into_bytes()
 }
 
+/// Every run record (the metrics endpoint counts them by status).
+pub(crate) fn runs_prefix() -> String {
+    format!("{PREFIX}runs/")
+}
+
 pub(crate) fn workspace_runs_prefix(workspace_id: &str) -> String {
     format!("{PREFIX}workspace-runs/{workspace_id}/")
 }

@@ -67,6 +67,11 @@ pub(crate) fn workspace_key(id: &str) -> Vec<u8> {
     format!("{PREFIX}workspaces/{id}").into_bytes()
 }
 
+/// Every workspace record (the metrics endpoint counts them).
+pub(crate) fn workspaces_prefix() -> String {
+    format!("{PREFIX}workspaces/")
+}
+
 pub(crate) fn names_prefix(organization: &str) -> String {
     format!("{PREFIX}workspace-names/{organization}/")
 }
