@@ -3,7 +3,9 @@
 //! `run` opens the store, binds every listener (all before serving any, so a busy port fails
 //! the start cleanly), builds each service's state over the shared store, serves each on its
 //! own listener, registers each service's background loops with one `cluster::Runner`, prints
-//! the banner, and waits for SIGINT/SIGTERM or a failing server. Then it cancels the shared
+//! the banner, and waits for SIGINT/SIGTERM or a failing server. One metrics registry is
+//! shared by every service (each records its requests under its name and serves it at its
+//! metrics endpoint), with the store's figures as a process-wide source. Then it cancels the shared
 //! shutdown token, joins every server (in-flight requests finish; http-kit bounds the drain) and
 //! every background loop, and closes the store.
 //!
@@ -17,8 +19,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use http_kit::metrics::{Family, Histogram, Metrics};
 use storage::Storage;
-use storage_redb::RedbStorage;
+use storage_redb::{Distribution, RedbStats, RedbStorage};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -168,6 +171,7 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
     let data_path = plan.data_dir.path().to_path_buf();
     std::fs::create_dir_all(&data_path).map_err(Error::DataDir)?;
     let store_path = data_path.join(STORE_FILE);
+    let metrics = Metrics::new();
     let storage: Arc<dyn Storage> = {
         let path = store_path.clone();
         let opened = tokio::task::spawn_blocking(move || RedbStorage::open(&path))
@@ -176,19 +180,22 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
                 path: store_path.clone(),
                 source: storage::Error::Backend(err.to_string()),
             })?;
-        Arc::new(opened.map_err(|source| Error::OpenStore {
+        let opened = opened.map_err(|source| Error::OpenStore {
             path: store_path.clone(),
             source,
-        })?)
+        })?;
+        let stats = opened.stats_source();
+        metrics.add_source(move || store_families(&stats.read()));
+        Arc::new(opened)
     };
 
-    let result = serve_all(&plan, storage.clone()).await;
+    let result = serve_all(&plan, storage.clone(), &metrics).await;
     let closed = storage.close().await.map_err(Error::CloseStore);
     drop(plan.data_dir); // removes a temporary data dir, now that the store is closed
     result.and(closed)
 }
 
-async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> {
+async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) -> Result<(), Error> {
     let signals = Signals::install()?;
     let mut bound = Vec::new();
     for service in &plan.services {
@@ -226,15 +233,28 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>) -> Result<(), Error> 
     let mut urls = Vec::new();
     for (service, listener, local, tls) in bound {
         let kind = service.kind;
-        let router = match build_service(kind, service, local, plan, storage.clone(), &runner).await
-        {
+        let built = build_service(
+            kind,
+            service,
+            local,
+            plan,
+            storage.clone(),
+            metrics,
+            &runner,
+        )
+        .await;
+        let router = match built {
             Ok(router) => router,
             Err(err) => {
                 runner.shutdown_and_wait().await;
                 return Err(err);
             }
         };
-        let router = http_kit::layers(router, &http_kit::HttpOptions::default());
+        let options = http_kit::HttpOptions {
+            metrics: Some(metrics.requests(kind.name())),
+            ..http_kit::HttpOptions::default()
+        };
+        let router = http_kit::layers(router, &options);
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
         urls.push((kind.name(), format!("{scheme}://{local}")));
@@ -323,6 +343,7 @@ async fn build_service(
     local: SocketAddr,
     plan: &Plan,
     storage: Arc<dyn Storage>,
+    metrics: &Metrics,
     runner: &cluster::Runner,
 ) -> Result<axum::Router, Error> {
     let dev_root_token = plan.dev_root_token.clone();
@@ -337,6 +358,7 @@ async fn build_service(
                     .as_ref()
                     .map(|_| plan.data_dir.path().join(DEV_UNSEAL_KEY_FILE)),
                 dev_root_token,
+                metrics: metrics.clone(),
             };
             let state = secrets::State::open(storage, config)
                 .await
@@ -346,6 +368,7 @@ async fn build_service(
         }
         ServiceKind::Registry => {
             let mut config = registry::Config::new(advertise(local));
+            config.metrics = metrics.clone();
             config.acl = match (&dev_root_token, &listen.registry_acl) {
                 // `cairn dev --acl`: the root token is the initial management token.
                 (Some(token), _) if plan.dev_acl => registry::AclConfig {
@@ -379,6 +402,7 @@ async fn build_service(
                     listen.scheduler_acl.unwrap_or(true)
                 },
                 dev_root_token,
+                metrics: metrics.clone(),
                 ..scheduler::Config::default()
             };
             let state = scheduler::State::open(storage, config)
@@ -419,6 +443,7 @@ async fn build_service(
                 dev_root_token,
                 blob_dir: plan.data_dir.path().join("blobs"),
                 api_rate_limiting_enabled: plan.platform_rate_limiting,
+                metrics: metrics.clone(),
                 ..platform::Config::default()
             };
             let opened = platform::State::open(storage, config)
@@ -432,6 +457,41 @@ async fn build_service(
             platform::router(opened.state)
         }
     })
+}
+
+/// The store's figures, as every metrics endpoint reports them.
+fn store_families(stats: &RedbStats) -> Vec<Family> {
+    let histogram = |distribution: &Distribution| Histogram {
+        bounds: distribution.bounds,
+        counts: distribution.counts.clone(),
+        count: distribution.count,
+        sum: distribution.sum,
+        min: distribution.min,
+        max: distribution.max,
+        sum_squares: distribution.sum_squares,
+    };
+    vec![
+        Family::counter(
+            "cairn_store_commits",
+            "Durable commits of the embedded store (each a group of transactions).",
+            vec![(Vec::new(), stats.commits)],
+        ),
+        Family::counter(
+            "cairn_store_transactions",
+            "Transactions (and restores) the embedded store applied.",
+            vec![(Vec::new(), stats.requests)],
+        ),
+        Family::histogram(
+            "cairn_store_commit_duration_seconds",
+            "Time from a group's write transaction to its durable commit, in seconds.",
+            vec![(Vec::new(), histogram(&stats.commit_seconds))],
+        ),
+        Family::histogram(
+            "cairn_store_commit_batch_size",
+            "Transactions per durable commit (group commit).",
+            vec![(Vec::new(), histogram(&stats.batch_sizes))],
+        ),
+    ]
 }
 
 /// The address other parties should use: a wildcard bind is advertised as loopback.

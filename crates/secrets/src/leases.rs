@@ -221,8 +221,7 @@ impl ExpirationManager {
         out
     }
 
-    /// Number of leases with a live timer (for tests and diagnostics).
-    #[allow(dead_code)]
+    /// Number of leases with a live timer (for tests, diagnostics and `sys/metrics`).
     pub(crate) fn pending(&self) -> usize {
         self.timers().due.len()
     }
@@ -847,6 +846,7 @@ mod manager_tests {
         Config {
             dev_root_token: Some("root".to_owned()),
             dev_unseal_key_file: key_file,
+            ..Config::default()
         }
     }
 

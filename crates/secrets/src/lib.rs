@@ -68,6 +68,9 @@ pub struct Config {
     /// `cairn dev --data-dir`: where the dev unseal key is kept so a restart can unseal itself
     /// (development only: it sits next to the data it protects).
     pub dev_unseal_key_file: Option<std::path::PathBuf>,
+    /// The process's metrics registry (`cairn` shares one with every service); served at
+    /// `sys/metrics` with this service's figures.
+    pub metrics: http_kit::metrics::Metrics,
 }
 
 /// Shared state of the secrets service; cheap to clone.

@@ -12,6 +12,7 @@ pub(crate) mod auth;
 pub(crate) mod capabilities;
 pub(crate) mod health;
 pub(crate) mod leases;
+pub(crate) mod metrics;
 pub(crate) mod mounts;
 pub(crate) mod policies;
 pub(crate) mod seal;
@@ -32,6 +33,7 @@ enum Family {
     Leases,
     Seal,
     Wrapping,
+    Metrics,
 }
 
 fn family(path: &str) -> Option<Family> {
@@ -44,6 +46,7 @@ fn family(path: &str) -> Option<Family> {
         "leases" | "renew" | "revoke" | "revoke-prefix" | "revoke-force" => Family::Leases,
         "seal" | "rotate" | "key-status" | "step-down" => Family::Seal,
         "wrapping" => Family::Wrapping,
+        "metrics" => Family::Metrics,
         _ => return None,
     })
 }
@@ -62,6 +65,7 @@ pub(crate) async fn handle(
         Some(Family::Leases) => leases::handle(state, ctx, req).await,
         Some(Family::Seal) => seal::handle(state, ctx, req).await,
         Some(Family::Wrapping) => wrapping::handle(state, ctx, req).await,
+        Some(Family::Metrics) => metrics::handle(state, ctx, req).await,
         None => Err(Error::UnsupportedPath),
     }
 }
@@ -81,6 +85,7 @@ mod tests {
         assert_eq!(family("leases/lookup/"), Some(Family::Leases));
         assert_eq!(family("rotate/config"), Some(Family::Seal));
         assert_eq!(family("wrapping/unwrap"), Some(Family::Wrapping));
+        assert_eq!(family("metrics"), Some(Family::Metrics));
         assert_eq!(family("nope"), None);
     }
 }

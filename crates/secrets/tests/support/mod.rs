@@ -114,6 +114,7 @@ pub(crate) fn dev_config(root: &str, key_file: Option<std::path::PathBuf>) -> Co
     Config {
         dev_root_token: Some(root.to_owned()),
         dev_unseal_key_file: key_file,
+        ..Config::default()
     }
 }
 
