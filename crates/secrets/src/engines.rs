@@ -22,6 +22,8 @@ pub(crate) fn registry() -> HashMap<&'static str, Factory> {
     let mut engines: HashMap<&'static str, Factory> = HashMap::new();
     engines.insert("kv", secrets_kv::factory);
     engines.insert("cubbyhole", secrets_cubbyhole::factory);
+    engines.insert("pki", secrets_pki::factory);
+    engines.insert("ssh", secrets_ssh::factory);
     engines.insert("userpass", crate::userpass::factory);
     engines
 }
