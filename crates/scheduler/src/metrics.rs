@@ -1,6 +1,7 @@
-//! `GET /v1/metrics`: Nomad's metrics endpoint. `?format=prometheus` answers the Prometheus
-//! text format; anything else the go-metrics JSON summary (as Nomad, whose `nomad operator
-//! metrics` and python-nomad's `metrics.get_metrics()` read it).
+//! `GET /v1/metrics` (also served at Consul's `/v1/agent/metrics`): Nomad's metrics endpoint.
+//! `?format=prometheus` answers the Prometheus text format; anything else the go-metrics JSON
+//! summary (as Nomad, whose `nomad operator metrics` and python-nomad's
+//! `metrics.get_metrics()` read it).
 //!
 //! Called from `routes.rs` (unauthenticated: Nomad requires no ACL for agent metrics); the
 //! registry is `Config::metrics`, shared with every service by `cairn`, which also records

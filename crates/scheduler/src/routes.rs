@@ -22,6 +22,8 @@ pub fn router(state: State) -> Router {
         .route("/v1/agent/self", get(agent::read_self))
         .route("/v1/regions", get(agent::list_regions))
         .route("/v1/metrics", get(metrics::read_metrics))
+        // The path Consul serves metrics at, for scrapers configured once for both agents.
+        .route("/v1/agent/metrics", get(metrics::read_metrics))
         // Jobs (jobs/):
         .route(
             "/v1/jobs",

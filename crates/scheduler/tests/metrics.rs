@@ -133,3 +133,18 @@ async fn metrics_need_no_token_even_with_acls_on() {
     assert_eq!(get(&served, "/v1/jobs").await.status, StatusCode::FORBIDDEN);
     assert_eq!(get(&served, "/v1/metrics").await.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn consuls_agent_metrics_path_answers_the_same_figures() {
+    let served = serve(false).await;
+    let scraped = get(&served, "/v1/agent/metrics?format=prometheus").await;
+    assert_eq!(scraped.status, StatusCode::OK);
+    assert!(
+        scraped
+            .text()
+            .lines()
+            .any(|line| line == r#"cairn_scheduler_nodes{status="ready"} 0"#),
+        "{}",
+        scraped.text()
+    );
+}
