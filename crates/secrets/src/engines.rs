@@ -24,6 +24,7 @@ pub(crate) fn registry() -> HashMap<&'static str, Factory> {
     engines.insert("cubbyhole", secrets_cubbyhole::factory);
     engines.insert("pki", secrets_pki::factory);
     engines.insert("ssh", secrets_ssh::factory);
+    engines.insert("database", secrets_database::factory);
     engines.insert("userpass", crate::userpass::factory);
     engines
 }
