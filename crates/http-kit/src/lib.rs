@@ -5,7 +5,9 @@
 //!
 //! - [`serve`] / [`serve_tls`]: the accept loop (the caller binds the listener, so tests use port
 //!   0), TLS handshakes per connection, graceful drain on shutdown ([`DRAIN_TIMEOUT`]), and the
-//!   [`Shutdown`] token plus `ConnectInfo<SocketAddr>` in every request's extensions.
+//!   [`Shutdown`] token plus `ConnectInfo<SocketAddr>` in every request's extensions, and
+//!   keep-alive kept across request bodies a handler did not read (discarded up to 256 KiB as
+//!   Go does, else `Connection: close` and a graceful close; see `keep_alive`).
 //! - [`layers`]: request ids ([`RequestId`], `X-Request-Id`), one tracing span per request,
 //!   the default body limit ([`HttpOptions`]); [`init_tracing`] sets up logging to stderr.
 //! - [`ApiError`] and [`into_response`]: how a service's error enum becomes a response in its
@@ -32,11 +34,14 @@
 //!   extractor failure becomes a [`Rejection`] handed to the service's `ApiError::from_rejection`.
 //! - A 5xx response never carries the error's text; the cause is logged once, at `error`.
 //! - Shutdown never hangs: after [`DRAIN_TIMEOUT`] remaining connections are dropped.
+//! - An HTTP/1.1 answer without `Connection: close` is never followed by the server closing the
+//!   connection over the request's unread body.
 
 pub mod blocking;
 mod error;
 mod extract;
 mod headers;
+mod keep_alive;
 mod layers;
 mod logging;
 pub mod metrics;

@@ -4,7 +4,10 @@
 //! accepted connection gets its own task, which does the TLS handshake (never the accept loop,
 //! so one slow client cannot stall accepting), then serves HTTP/1.1 with keep-alive and upgrades
 //! through hyper-util, handing every request to the router with two extensions added:
-//! [`Shutdown`] (so long polls can end early) and `ConnectInfo<SocketAddr>` (the peer).
+//! [`Shutdown`] (so long polls can end early) and `ConnectInfo<SocketAddr>` (the peer). Each
+//! request runs through `keep_alive::respond` (what the handler left of the body is discarded
+//! or the answer says `Connection: close`) on a `keep_alive::Lingering` socket (such a close
+//! shuts the write side first and lingers, so the client reads the answer, not a reset).
 //!
 //! Invariants:
 //! - An accept error (EMFILE, ENFILE, ENOBUFS, ...) is logged and retried after a short pause;
@@ -27,12 +30,14 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tower::Service;
 use tracing::{debug, error, info, warn};
+
+use crate::keep_alive::{self, Linger, Lingering};
 
 /// How long shutdown waits for in-flight requests before dropping the remaining connections.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -175,15 +180,7 @@ async fn serve_connection(
     watcher: Watcher,
 ) {
     let Some(acceptor) = tls else {
-        serve_http(
-            TokioIo::new(stream),
-            peer,
-            &builder,
-            router,
-            shutdown,
-            watcher,
-        )
-        .await;
+        serve_http(stream, peer, &builder, router, shutdown, watcher).await;
         return;
     };
     let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
@@ -201,32 +198,31 @@ async fn serve_connection(
             }
         },
     };
-    serve_http(
-        TokioIo::new(stream),
-        peer,
-        &builder,
-        router,
-        shutdown,
-        watcher,
-    )
-    .await;
+    serve_http(stream, peer, &builder, router, shutdown, watcher).await;
 }
 
-async fn serve_http<I>(
-    io: I,
+/// Serves HTTP on one connection's socket. Every request goes through
+/// [`keep_alive::respond`], which settles what its handler left of the body; the socket is
+/// [`Lingering`], so a connection closed over an unread body closes gracefully.
+async fn serve_http<S>(
+    stream: S,
     peer: SocketAddr,
     builder: &auto::Builder<TokioExecutor>,
     router: Router,
     shutdown: CancellationToken,
     watcher: Watcher,
 ) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let linger = Linger::default();
+    let io = TokioIo::new(Lingering::new(stream, linger.clone()));
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
         request.extensions_mut().insert(Shutdown(shutdown.clone()));
         // Router is always ready and cheap to clone (an Arc inside).
-        router.clone().call(request)
+        let router = router.clone();
+        let linger = linger.clone();
+        async move { Ok::<_, Infallible>(keep_alive::respond(router, request, &linger).await) }
     });
     let connection = builder.serve_connection_with_upgrades(io, service);
     if let Err(err) = watcher.watch(connection).await {

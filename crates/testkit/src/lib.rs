@@ -5,6 +5,8 @@
 //!   [`Response`]; [`request`] and [`json_request`] build requests.
 //! - [`TestServer`] serves a router on `127.0.0.1:0` through `http_kit::serve`, for tests that
 //!   need a real socket (long polls, upstream clients, HTTP checks).
+//! - [`RawConnection`] speaks raw HTTP/1.1 on one socket, for tests about the connection
+//!   itself (keep-alive, `Connection: close`).
 //! - [`mem_storage`] and [`TempStore`] (redb in a temporary directory, reopenable to test
 //!   restarts) are the stores services run over in tests.
 //! - [`ManualClock`] (from `stdx`) moves time without sleeping.
@@ -32,7 +34,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+pub use http1::{READ_TIMEOUT, RawConnection, RawResponse};
 pub use stdx::clock::{Clock, ManualClock, SharedClock};
+
+mod http1;
 
 /// A collected response.
 #[derive(Debug, Clone)]
