@@ -142,8 +142,9 @@ pub(crate) async fn create(
             .await
             .map_err(|err| EngineError::Internal(format!("key generation stopped: {err}")))?
             .map_err(EngineError::Internal)?;
+    let public_line = public_line.trim_end();
     let public_key = if role.key_option_specs.is_empty() {
-        public_line
+        public_line.to_owned()
     } else {
         format!("{} {public_line}", role.key_option_specs)
     };
