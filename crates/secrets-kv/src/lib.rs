@@ -52,6 +52,7 @@ mod tests {
                 .map(|v| BTreeMap::from([("version".to_owned(), v.to_owned())]))
                 .unwrap_or_default(),
             clock: Arc::new(stdx::clock::SystemClock),
+            passwords: Default::default(),
         }
     }
 

@@ -22,6 +22,9 @@ pub struct EngineConfig {
     /// The store's one clock: every time an engine stamps or compares (kv v2 version times)
     /// comes from it, so tests can move it.
     pub clock: SharedClock,
+    /// Generates passwords from the default or a named password policy
+    /// (`sys/policies/password`).
+    pub passwords: crate::Passwords,
 }
 
 /// Builds an engine for one mount.
@@ -79,6 +82,13 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     /// whatever the engine keeps for it (cubbyhole drops the token's storage). Called on every
     /// mount for every revoked token; by default there is nothing to drop.
     async fn token_revoked(&self, _token_hash: &str) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// Background work, as Vault's `PeriodicFunc`: the core calls it on every mounted engine
+    /// about once a second while this server leads and the store is unsealed. It must be cheap
+    /// when nothing is due; an error is logged and the next call comes anyway.
+    async fn periodic(&self) -> Result<(), EngineError> {
         Ok(())
     }
 

@@ -13,12 +13,15 @@
 //!   mount and encrypted by the core's barrier: it cannot read another mount's data.
 //! - An engine depends on this crate only (never on `secrets` or `storage`).
 //! - An engine reads the time only from [`EngineConfig::clock`], the store's one clock.
+//! - Background work (rotations, schedules) runs only in [`Engine::periodic`], which the core
+//!   calls about once a second on the leader; an engine spawns no tasks of its own.
 //! - Field parsing is Vault's weak typing ([`fields`]), so every engine accepts `"true"`/`1`,
 //!   `"22"`/`22`, `"1h"`/`3600`, `"a,b"`/`["a","b"]` alike, and JSON `null` means "not given".
 
 mod engine;
 mod error;
 pub mod fields;
+pub mod password;
 mod request;
 mod response;
 pub mod storage;
@@ -26,6 +29,7 @@ pub mod testing;
 
 pub use engine::{Engine, EngineConfig, Factory, Lease, SpecialPaths};
 pub use error::EngineError;
+pub use password::{PasswordPolicy, PasswordPolicySource, Passwords};
 pub use request::{Operation, Request, RequestAuth};
 pub use response::{Auth, LeaseOptions, RawResponse, Response};
 pub use stdx::clock::{Clock, SharedClock};

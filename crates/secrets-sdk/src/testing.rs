@@ -63,6 +63,7 @@ pub fn engine_with_mem_storage(
         storage: storage.clone(),
         options: BTreeMap::new(),
         clock: Arc::new(stdx::clock::SystemClock),
+        passwords: crate::Passwords::default(),
     })?;
     Ok((engine, storage))
 }

@@ -34,6 +34,7 @@ mod error;
 mod identity;
 mod leases;
 mod mounts;
+mod periodic;
 mod policy;
 mod request;
 mod routes;
@@ -189,12 +190,17 @@ impl State {
     }
 }
 
-/// Registers the secrets service's background work with `runner` and returns at once: one
-/// cluster-wide loop (lease expiry and token tidy, `leases::run`) that runs while this server
-/// leads and rebuilds its timers from storage each time it starts.
+/// Registers the secrets service's background work with `runner` and returns at once: two
+/// cluster-wide loops that run while this server leads: lease expiry and token tidy
+/// (`leases::run`, which rebuilds its timers from storage each time it starts) and the
+/// engines' periodic work (`periodic::run`: static role rotations and the like).
 pub fn start_tasks(state: &State, runner: &cluster::Runner) {
-    let state = state.clone();
+    let leases_state = state.clone();
     runner.leader_loop("secrets lease expiry and token tidy", move |term| {
-        leases::run(state.clone(), term)
+        leases::run(leases_state.clone(), term)
+    });
+    let periodic_state = state.clone();
+    runner.leader_loop("secrets engines' periodic work", move |term| {
+        periodic::run(periodic_state.clone(), term)
     });
 }

@@ -315,6 +315,18 @@ impl MountTable {
             .map(|m| (m.entry.clone(), m.backend.clone()))
     }
 
+    /// Every mounted engine (secrets engines and auth methods from the registry), with its
+    /// mount path: what the periodic loop calls.
+    pub(crate) fn engines(&self) -> Vec<(String, Arc<dyn Engine>)> {
+        self.snapshot()
+            .iter()
+            .filter_map(|m| match &m.backend {
+                Backend::Engine(engine) => Some((m.entry.path.clone(), engine.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The entry with this accessor.
     pub(crate) fn by_accessor(&self, accessor: &str) -> Option<MountEntry> {
         self.snapshot()
@@ -667,6 +679,9 @@ fn build_backend(state: &State, entry: &MountEntry) -> Result<Backend, Error> {
                 storage: state.barrier().view(entry.storage_prefix()),
                 options: entry.options.clone(),
                 clock: state.clock().clone(),
+                passwords: secrets_sdk::Passwords::new(Arc::new(
+                    crate::sys::password_policies::Source::new(state.barrier().clone()),
+                )),
             })
             .map_err(|err| match err {
                 EngineError::BadRequest(msg) | EngineError::Conflict(msg) => {

@@ -30,6 +30,7 @@ fn kv_over(storage: Arc<MemEngineStorage>) -> Kv {
         storage: storage.clone(),
         options: BTreeMap::from([("version".to_owned(), "2".to_owned())]),
         clock: Arc::new(clock.clone()),
+        passwords: Default::default(),
     })
     .unwrap();
     Kv {
@@ -671,6 +672,7 @@ async fn a_version_1_mount_is_upgraded_on_first_use() {
         storage: storage.clone(),
         options: BTreeMap::new(),
         clock: Arc::new(ManualClock::new(START_MS)),
+        passwords: Default::default(),
     })
     .unwrap();
     for (path, value) in [("a", json!({"x": 1})), ("dir/b", json!({"y": 2}))] {

@@ -14,6 +14,7 @@ pub(crate) mod health;
 pub(crate) mod leases;
 pub(crate) mod metrics;
 pub(crate) mod mounts;
+pub(crate) mod password_policies;
 pub(crate) mod policies;
 pub(crate) mod seal;
 pub(crate) mod wrapping;
@@ -29,6 +30,7 @@ enum Family {
     Mounts,
     Auth,
     Policies,
+    PasswordPolicies,
     Capabilities,
     Leases,
     Seal,
@@ -37,6 +39,9 @@ enum Family {
 }
 
 fn family(path: &str) -> Option<Family> {
+    if path == "policies/password" || path.starts_with("policies/password/") {
+        return Some(Family::PasswordPolicies);
+    }
     let head = path.split('/').next().unwrap_or_default();
     Some(match head {
         "mounts" | "remount" => Family::Mounts,
@@ -61,6 +66,7 @@ pub(crate) async fn handle(
         Some(Family::Mounts) => mounts::handle(state, ctx, req).await,
         Some(Family::Auth) => auth::handle(state, ctx, req).await,
         Some(Family::Policies) => policies::handle(state, ctx, req).await,
+        Some(Family::PasswordPolicies) => password_policies::handle(state, ctx, req).await,
         Some(Family::Capabilities) => capabilities::handle(state, ctx, req).await,
         Some(Family::Leases) => leases::handle(state, ctx, req).await,
         Some(Family::Seal) => seal::handle(state, ctx, req).await,
@@ -81,6 +87,11 @@ mod tests {
         assert_eq!(family("remount"), Some(Family::Mounts));
         assert_eq!(family("auth/userpass"), Some(Family::Auth));
         assert_eq!(family("policies/acl/x"), Some(Family::Policies));
+        assert_eq!(
+            family("policies/password/p/generate"),
+            Some(Family::PasswordPolicies)
+        );
+        assert_eq!(family("policies/password/"), Some(Family::PasswordPolicies));
         assert_eq!(family("capabilities-self"), Some(Family::Capabilities));
         assert_eq!(family("leases/lookup/"), Some(Family::Leases));
         assert_eq!(family("rotate/config"), Some(Family::Seal));
