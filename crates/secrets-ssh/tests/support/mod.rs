@@ -16,9 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use secrets_sdk::testing::MemEngineStorage;
-use secrets_sdk::{
-    Data, Engine, EngineConfig, EngineError, Lease, Operation, Request, RequestAuth, Response,
-};
+use secrets_sdk::{Data, Engine, EngineError, Lease, Operation, Request, RequestAuth, Response};
 use serde_json::Value;
 
 /// The account the tests log in as on their sshd (a certificate principal, a dynamic key's
@@ -28,24 +26,14 @@ pub const TEST_USER: &str = "cairnssh";
 pub struct Fixture {
     pub engine: Arc<dyn Engine>,
     pub storage: Arc<MemEngineStorage>,
-    pub clock: Arc<stdx::clock::ManualClock>,
 }
 
+/// The engine mounted at `ssh/` over fresh in-memory storage (the SDK's own builder, so the
+/// fixture follows `EngineConfig` as it grows).
 pub fn fixture() -> Fixture {
-    let storage = Arc::new(MemEngineStorage::default());
-    let clock = Arc::new(stdx::clock::ManualClock::at_system_time());
-    let engine = secrets_ssh::factory(EngineConfig {
-        mount_point: "ssh/".to_owned(),
-        storage: storage.clone(),
-        options: Default::default(),
-        clock: clock.clone(),
-    })
-    .unwrap();
-    Fixture {
-        engine,
-        storage,
-        clock,
-    }
+    let (engine, storage) =
+        secrets_sdk::testing::engine_with_mem_storage(secrets_ssh::factory, "ssh/").unwrap();
+    Fixture { engine, storage }
 }
 
 pub fn data(value: Value) -> Data {
