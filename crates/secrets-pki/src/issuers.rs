@@ -262,6 +262,8 @@ pub(crate) async fn update(
             check_urls("ocsp_servers", &urls.ocsp_servers)?;
         }
         issuer.urls = (urls != UrlsConfig::default()).then_some(urls);
+    } else if !patch {
+        issuer.urls = None;
     }
     if issuer.leaf_not_after_behavior != "err"
         && issuer.usage.iter().all(|u| u != "issuing-certificates")
