@@ -17,7 +17,9 @@
 //!    item is missing;
 //! 8. `acl.check_wrapped(path, operation, data, sudo, wrap TTL)` where sudo is needed on
 //!    root-protected paths ([`SYS_ROOT_PATHS`], [`TOKEN_ROOT_PATHS`], an engine's
-//!    `special_paths().root`) and the wrap TTL meets a rule's wrapping bounds;
+//!    `special_paths().root`) and the wrap TTL meets a rule's wrapping bounds; when the rule
+//!    lists `mfa_methods`, every one must be satisfied through the `X-Secrets-MFA` /
+//!    `X-Vault-MFA` header (`mfa::enforce`: 403 with the reason otherwise);
 //! 9. count a use of a limited-use token (a wrapping token unwrapping itself is counted by
 //!    the unwrap, which must read its response first); call the backend with the path
 //!    relative to its mount (`sys/` paths reach `sys::handle` as `mounts/...`, `auth/token/`
@@ -49,7 +51,7 @@ use serde_json::{Map, Value};
 use crate::mounts::{Backend, MountEntry};
 use crate::request::{self, LogicalRequest, RequestContext, Verb};
 use crate::wrapping::{self, WrapRequest};
-use crate::{Error, State, identity, sys, tokens};
+use crate::{Error, State, identity, mfa, sys, tokens};
 
 /// `sys/` paths (relative to `sys/`) that need `sudo` (Vault's system `PathsSpecial.Root`).
 pub(crate) const SYS_ROOT_PATHS: &[&str] = &[
@@ -100,6 +102,9 @@ pub(crate) const TOP_LEVEL_DATA_ROUTES: &[&str] = &[
     "sys/audit",
 ];
 
+/// The MFA credentials header (canonical spelling; `X-Vault-MFA` is aliased onto it).
+const MFA_HEADER: &str = "x-secrets-mfa";
+
 /// Where a core backend puts a rendered envelope `auth` object in `Response.data`.
 pub(crate) const ENVELOPE_AUTH_KEY: &str = "__envelope_auth";
 
@@ -127,6 +132,14 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
     if state.barrier().is_sealed() {
         return Err(Error::Sealed);
     }
+    // The MFA credentials (`X-Secrets-MFA`, or `X-Vault-MFA` through the alias layer), read
+    // now: parsing consumes the request.
+    let mfa_headers: Vec<String> = request
+        .headers()
+        .get_all(MFA_HEADER)
+        .iter()
+        .filter_map(|value| value.to_str().ok().map(str::to_owned))
+        .collect();
     let req = request::parse(request).await?;
     if req.verb == Verb::Options {
         let mut response = StatusCode::NO_CONTENT.into_response();
@@ -194,6 +207,13 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
                 needs_sudo,
                 req.wrap_ttl,
             )?;
+        }
+        if let (Some(acl), Some(token)) = (&ctx.acl, &ctx.token) {
+            let methods = acl.mfa_methods(&req.path, engine_request.operation);
+            if !methods.is_empty() {
+                let creds = mfa::parse_credentials(mfa_headers.iter().map(String::as_str))?;
+                mfa::enforce(state, token, methods, &creds).await?;
+            }
         }
         if let Some(token) = &ctx.token
             && token.num_uses > 0

@@ -22,6 +22,10 @@ pub enum Error {
     /// Missing, invalid or expired token, or a missing capability.
     #[error("permission denied")]
     PermissionDenied,
+    /// A path's ACL rule lists `mfa_methods` and the request did not satisfy one (`mfa.rs`):
+    /// 403 with the reason, then `permission denied`.
+    #[error("{0}")]
+    MfaDenied(String),
     /// `sys/wrapping/*` named a token that is not a live wrapping token (or was just spent).
     #[error("wrapping token is not valid or does not exist")]
     InvalidWrappingToken,
@@ -73,7 +77,9 @@ impl ApiError for Error {
         match self {
             Error::NoHandler(_) | Error::UnsupportedPath | Error::NotFound => StatusCode::NOT_FOUND,
             Error::UnsupportedOperation => StatusCode::METHOD_NOT_ALLOWED,
-            Error::PermissionDenied | Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::PermissionDenied | Error::Forbidden(_) | Error::MfaDenied(_) => {
+                StatusCode::FORBIDDEN
+            }
             Error::Sealed => StatusCode::SERVICE_UNAVAILABLE,
             Error::InitState(_) | Error::InvalidParameter(_) | Error::InvalidWrappingToken => {
                 StatusCode::BAD_REQUEST
@@ -98,6 +104,9 @@ impl ApiError for Error {
     }
 
     fn render(&self, status: StatusCode, public_message: &str) -> Response {
+        if let Error::MfaDenied(_) = self {
+            return http_kit::shape::errors_json(status, &[public_message, "permission denied"]);
+        }
         if public_message.is_empty() {
             http_kit::shape::errors_json(status, &[])
         } else {

@@ -33,6 +33,7 @@ mod engines;
 mod error;
 mod identity;
 mod leases;
+mod mfa;
 mod mounts;
 mod periodic;
 mod policy;

@@ -13,7 +13,8 @@
 //! capability. Parameter constraints (required, denied, allowed) apply to read, create, update
 //! and patch; any failure is `permission denied`, as in Vault. A rule's `min_wrapping_ttl` and
 //! `max_wrapping_ttl` admit only requests wrapped with a TTL within them (merged rules keep the
-//! lesser of each bound).
+//! lesser of each bound). A rule's `mfa_methods` merge as a union; [`Acl::mfa_methods`] tells
+//! dispatch which methods a request on a path must satisfy.
 //!
 //! Invariant: an `Acl` is immutable once built and cheap to clone (one `Arc`).
 
@@ -201,6 +202,19 @@ impl Acl {
         true
     }
 
+    /// The MFA methods (`mfa_methods`) the rule governing `path` requires, in policy order,
+    /// merged across policies as a union: what dispatch validates after [`Acl::check`] allowed
+    /// the request. Empty for root and for paths no rule (or a `deny`) governs.
+    pub(crate) fn mfa_methods(&self, path: &str, operation: Operation) -> &[String] {
+        if self.inner.root {
+            return &[];
+        }
+        match self.find(path, operation == Operation::List) {
+            Some(permissions) if permissions.capabilities & DENY == 0 => &permissions.mfa_methods,
+            _ => &[],
+        }
+    }
+
     /// The capabilities on `path`, sorted, as `sys/capabilities` reports them: `["root"]` for
     /// root, `["deny"]` when nothing (or `deny`) matches.
     pub(crate) fn capabilities(&self, path: &str) -> Vec<String> {
@@ -373,6 +387,11 @@ fn merge(existing: &mut Permissions, new: &Permissions) {
     for required in &new.required_parameters {
         if !existing.required_parameters.contains(required) {
             existing.required_parameters.push(required.clone());
+        }
+    }
+    for method in &new.mfa_methods {
+        if !existing.mfa_methods.contains(method) {
+            existing.mfa_methods.push(method.clone());
         }
     }
 }
@@ -964,6 +983,25 @@ mod tests {
                 "{secs}"
             );
         }
+    }
+
+    #[test]
+    fn mfa_methods_of_the_governing_rule_merge_across_policies() {
+        let acl = build(&[
+            "path \"secret/foo\" {\n capabilities = [\"read\"]\n mfa_methods = [\"a\"]\n}\n\
+             path \"secret/*\" { capabilities = [\"read\", \"list\"] }",
+            "path \"secret/foo\" {\n capabilities = [\"update\"]\n mfa_methods = [\"b\", \"a\"]\n}",
+        ]);
+        assert_eq!(acl.mfa_methods("secret/foo", op("read")), ["a", "b"]);
+        assert_eq!(acl.mfa_methods("secret/foo", op("update")), ["a", "b"]);
+        assert!(acl.mfa_methods("secret/other", op("read")).is_empty());
+        assert!(acl.mfa_methods("nowhere", op("read")).is_empty());
+        assert!(Acl::root().mfa_methods("secret/foo", op("read")).is_empty());
+        let denied = build(&[
+            "path \"s/x\" {\n capabilities = [\"read\"]\n mfa_methods = [\"a\"]\n}",
+            r#"path "s/x" { capabilities = ["deny"] }"#,
+        ]);
+        assert!(denied.mfa_methods("s/x", op("read")).is_empty());
     }
 
     #[test]

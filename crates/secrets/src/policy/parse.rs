@@ -13,7 +13,8 @@
 //! - a leading `/` is stripped; `+*` is forbidden; a path with a `+` segment keeps its trailing
 //!   `*` (the matcher handles it), a plain path ending in `*` becomes a prefix rule;
 //! - an unknown capability is an error; `deny` anywhere in the list leaves only `deny`;
-//! - parameter names are lower-cased; `max_wrapping_ttl` may not be below `min_wrapping_ttl`.
+//! - parameter names are lower-cased; `max_wrapping_ttl` may not be below `min_wrapping_ttl`;
+//! - `mfa_methods` (a string or a list of method names) is kept for dispatch's MFA check.
 //!
 //! Invariant: every error message starts with `failed to parse policy: ` (Vault's wording), so
 //! the endpoint can return it as a 400 as is.
@@ -73,6 +74,9 @@ pub(crate) struct Permissions {
     pub(crate) allowed_parameters: Option<BTreeMap<String, Vec<Value>>>,
     pub(crate) denied_parameters: Option<BTreeMap<String, Vec<Value>>>,
     pub(crate) required_parameters: Vec<String>,
+    /// `mfa_methods`: MFA methods (by name) a request must satisfy on this path, each through
+    /// the `X-Vault-MFA` header (`sys/mfa.rs`, checked by dispatch); empty: none.
+    pub(crate) mfa_methods: Vec<String>,
 }
 
 /// How a (templated-and-resolved) policy path matches request paths.
@@ -401,6 +405,13 @@ fn path_rules(key: &str, body: &serde_json::Map<String, Value>) -> Result<PathRu
         .map_err(|why| format!("path {key:?}: denied_parameters: {why}"))?;
     permissions.required_parameters = string_list(body.get("required_parameters"))
         .map_err(|why| format!("path {key:?}: required_parameters: {why}"))?;
+    for method in string_list(body.get("mfa_methods"))
+        .map_err(|why| format!("path {key:?}: mfa_methods: {why}"))?
+    {
+        if !permissions.mfa_methods.contains(&method) {
+            permissions.mfa_methods.push(method);
+        }
+    }
     if let Some(ttl) = duration(body.get("min_wrapping_ttl"))
         .map_err(|why| format!("error parsing min_wrapping_ttl: {why}"))?
     {
@@ -618,6 +629,32 @@ mod tests {
         assert!(p.has_segment_wildcards);
         let p = classify("secret/exact").unwrap();
         assert_eq!((p.is_prefix, p.has_segment_wildcards), (false, false));
+    }
+
+    #[test]
+    fn mfa_methods_are_kept_in_order_without_duplicates() {
+        let policy = parse(
+            r#"path "secret/foo" {
+                 capabilities = ["read"]
+                 mfa_methods  = ["my_totp", "other", "my_totp"]
+               }
+               path "secret/bar" {
+                 capabilities = ["read"]
+                 mfa_methods = "one"
+               }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            policy.paths[0].permissions.mfa_methods,
+            ["my_totp", "other"]
+        );
+        assert_eq!(policy.paths[1].permissions.mfa_methods, ["one"]);
+        let json =
+            parse(r#"{"path": {"a": {"capabilities": ["read"], "mfa_methods": ["m"]}}}"#).unwrap();
+        assert_eq!(json.paths[0].permissions.mfa_methods, ["m"]);
+        let err =
+            parse("path \"a\" {\n capabilities = [\"read\"]\n mfa_methods = [1]\n}").unwrap_err();
+        assert!(err.contains("mfa_methods"), "{err}");
     }
 
     #[test]

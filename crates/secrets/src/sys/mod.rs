@@ -13,6 +13,7 @@ pub(crate) mod capabilities;
 pub(crate) mod health;
 pub(crate) mod leases;
 pub(crate) mod metrics;
+pub(crate) mod mfa;
 pub(crate) mod mounts;
 pub(crate) mod password_policies;
 pub(crate) mod policies;
@@ -36,6 +37,7 @@ enum Family {
     Seal,
     Wrapping,
     Metrics,
+    Mfa,
 }
 
 fn family(path: &str) -> Option<Family> {
@@ -52,6 +54,7 @@ fn family(path: &str) -> Option<Family> {
         "seal" | "rotate" | "key-status" | "step-down" => Family::Seal,
         "wrapping" => Family::Wrapping,
         "metrics" => Family::Metrics,
+        "mfa" => Family::Mfa,
         _ => return None,
     })
 }
@@ -72,6 +75,7 @@ pub(crate) async fn handle(
         Some(Family::Seal) => seal::handle(state, ctx, req).await,
         Some(Family::Wrapping) => wrapping::handle(state, ctx, req).await,
         Some(Family::Metrics) => metrics::handle(state, ctx, req).await,
+        Some(Family::Mfa) => mfa::handle(state, ctx, req).await,
         None => Err(Error::UnsupportedPath),
     }
 }
@@ -97,6 +101,7 @@ mod tests {
         assert_eq!(family("rotate/config"), Some(Family::Seal));
         assert_eq!(family("wrapping/unwrap"), Some(Family::Wrapping));
         assert_eq!(family("metrics"), Some(Family::Metrics));
+        assert_eq!(family("mfa/method/totp/m"), Some(Family::Mfa));
         assert_eq!(family("nope"), None);
     }
 }
