@@ -134,7 +134,7 @@ def test_root_role_issue_list_read_revoke_and_crl_with_hvac(vault, pki_mount, wo
     assert pki.read_crl_configuration(mount_point=pki_mount)["data"]["expiry"] == "48h"
     assert pki.set_urls({"issuing_certificates": ["http://127.0.0.1:8200/v1/pki/ca"]}, mount_point=pki_mount)
     assert pki.read_urls(mount_point=pki_mount)["data"]["issuing_certificates"] == ["http://127.0.0.1:8200/v1/pki/ca"]
-    later = pki.generate_certificate("web", "later.example.com", mount_point=pki_mount)["data"]
+    later = pki.generate_certificate("web", "later.example.com", extra_params={"ttl": "1h"}, mount_point=pki_mount)["data"]
     assert "CA Issuers - URI:http://127.0.0.1:8200/v1/pki/ca" in text_of(workdir, later["certificate"])
     assert pki.tidy({"tidy_cert_store": True, "safety_buffer": "1h"}, mount_point=pki_mount)
 
@@ -186,12 +186,12 @@ def test_openssl_csrs_are_signed_by_role_and_verbatim(vault, pki_mount, workdir)
     root = pki.generate_root("internal", "Root", extra_params={"key_type": "ec", "ttl": "8760h"}, mount_point=pki_mount)["data"]
     pki.create_or_update_role("web", {"allowed_domains": "example.com", "allow_subdomains": True, "key_type": "any"}, mount_point=pki_mount)
     csr = make_csr(workdir, "/CN=www.example.com", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384", "-sha256")
-    signed = pki.sign_certificate("web", csr, "www.example.com", mount_point=pki_mount)["data"]
+    signed = pki.sign_certificate("web", csr, "www.example.com", extra_params={"ttl": "1h"}, mount_point=pki_mount)["data"]
     assert "private_key" not in signed
     assert verify(workdir, root["certificate"], signed["certificate"]).returncode == 0
     assert "secp384r1" in text_of(workdir, signed["certificate"])
     csr2 = make_csr(workdir, "/O=Verbatim/CN=any name", "-newkey", "rsa:2048", "-addext", "subjectKeyIdentifier=hash")
-    verbatim = pki.sign_verbatim(csr2, mount_point=pki_mount)["data"]
+    verbatim = pki.sign_verbatim(csr2, extra_params={"ttl": "1h"}, mount_point=pki_mount)["data"]
     assert "O = Verbatim, CN = any name" in text_of(workdir, verbatim["certificate"])
     assert verify(workdir, root["certificate"], verbatim["certificate"]).returncode == 0
 
@@ -208,11 +208,11 @@ def test_issuers_and_per_issuer_paths_through_generic_writes(vault, pki_mount, w
     assert updated["data"]["leaf_not_after_behavior"] == "truncate"
 
     pki.create_or_update_role("web", {"allow_any_name": True, "key_type": "ec"}, mount_point=pki_mount)
-    by_path = vault.write_data(f"{pki_mount}/issuer/second/issue/web", data={"common_name": "x.example.com"})["data"]
+    by_path = vault.write_data(f"{pki_mount}/issuer/second/issue/web", data={"common_name": "x.example.com", "ttl": "1h"})["data"]
     assert by_path["issuing_ca"] == second["certificate"]
     assert verify(workdir, second["certificate"], by_path["certificate"]).returncode == 0
     csr = make_csr(workdir, "/CN=y.example.com", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256")
-    signed = vault.write_data(f"{pki_mount}/issuer/{second['issuer_id']}/sign/web", data={"csr": csr})["data"]
+    signed = vault.write_data(f"{pki_mount}/issuer/{second['issuer_id']}/sign/web", data={"csr": csr, "ttl": "1h"})["data"]
     assert verify(workdir, second["certificate"], signed["certificate"]).returncode == 0
     sub = vault.write_data(f"{pki_mount}/issuer/first/sign-intermediate", data={"csr": csr, "common_name": "Sub"})["data"]
     assert "CA:TRUE" in text_of(workdir, sub["certificate"])

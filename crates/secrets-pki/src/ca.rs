@@ -133,7 +133,7 @@ pub(crate) async fn import_issuer(
         }
     }
     let mut usage = all_usages();
-    if cert.cannot_sign_certs {
+    if cert.cannot_sign_crls {
         usage.retain(|u| u != "crl-signing");
     }
     let record = IssuerRecord {

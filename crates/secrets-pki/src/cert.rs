@@ -35,8 +35,8 @@ pub(crate) struct CertInfo {
     pub(crate) akid: Option<Vec<u8>>,
     pub(crate) spki: Vec<u8>,
     pub(crate) key_kind: Option<KeyKind>,
-    /// Whether the certificate has a key usage extension without `keyCertSign`.
-    pub(crate) cannot_sign_certs: bool,
+    /// Whether the certificate has a key usage extension without `cRLSign`.
+    pub(crate) cannot_sign_crls: bool,
 }
 
 impl CertInfo {
@@ -62,8 +62,7 @@ impl CertInfo {
             Ok(Some(bc)) => (bc.value.ca, bc.value.path_len_constraint),
             _ => (false, None),
         };
-        let cannot_sign_certs =
-            matches!(cert.key_usage(), Ok(Some(ku)) if !ku.value.key_cert_sign());
+        let cannot_sign_crls = matches!(cert.key_usage(), Ok(Some(ku)) if !ku.value.crl_sign());
         let serial_bytes = minimal(cert.raw_serial()).to_vec();
         Ok(CertInfo {
             der: bytes.to_vec(),
@@ -86,7 +85,7 @@ impl CertInfo {
             akid,
             spki: cert.public_key().raw.to_vec(),
             key_kind: spki_kind(cert.public_key().raw),
-            cannot_sign_certs,
+            cannot_sign_crls,
         })
     }
 

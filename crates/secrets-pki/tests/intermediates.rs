@@ -80,14 +80,14 @@ async fn an_intermediate_signed_by_the_root_issues_leaves_that_verify_through_th
     let no_roots = int_mount
         .ok(
             "issue/web",
-            json!({"common_name": "www.example.com", "remove_roots_from_chain": true}),
+            json!({"ttl": "1h", "common_name": "www.example.com", "remove_roots_from_chain": true}),
         )
         .await;
     assert_eq!(no_roots["ca_chain"], json!([int_cert]));
     let bundle = int_mount
         .ok(
             "issue/web",
-            json!({"common_name": "www.example.com", "format": "pem_bundle"}),
+            json!({"ttl": "1h", "common_name": "www.example.com", "format": "pem_bundle"}),
         )
         .await;
     assert_eq!(
@@ -105,7 +105,10 @@ async fn an_intermediate_signed_by_the_root_issues_leaves_that_verify_through_th
         )
         .await;
     let outside = int_mount
-        .ok("issue/any", json!({"common_name": "www.evil.com"}))
+        .ok(
+            "issue/any",
+            json!({"ttl": "1h", "common_name": "www.evil.com"}),
+        )
         .await;
     let err = root_mount
         .verify(
@@ -246,7 +249,10 @@ async fn sign_self_issued_resigns_the_certificate_as_it_is() {
     )
     .await;
     let leaf = pki
-        .ok("issue/web", json!({"common_name": "leaf.example"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "leaf.example"}),
+        )
         .await;
     assert!(
         pki.refused(
@@ -310,7 +316,7 @@ async fn imports_skip_known_issuers_and_refuse_keys_on_certificate_paths() {
         )
         .await;
     let leaf = target
-        .ok("issue/web", json!({"common_name": "x.test"}))
+        .ok("issue/web", json!({"ttl": "1h", "common_name": "x.test"}))
         .await;
     target
         .verify(s(&root["certificate"]), &[], s(&leaf["certificate"]), &[])

@@ -130,13 +130,13 @@ async fn any_name_outside_role_policy_refuses_the_whole_request() {
     assert!(
         pki.refused(
             "issue/web",
-            json!({"common_name": "www.example.com", "ip_sans": "10.0.0.1"})
+            json!({"ttl": "1h", "common_name": "www.example.com", "ip_sans": "10.0.0.1"})
         )
         .await
         .contains("IP Subject Alternative Names are not allowed in this role")
     );
     assert!(
-        pki.refused("issue/nope", json!({"common_name": "x"}))
+        pki.refused("issue/nope", json!({"ttl": "1h", "common_name": "x"}))
             .await
             .contains("unknown role: nope")
     );
@@ -161,7 +161,7 @@ async fn ip_uri_and_other_sans_appear_as_openssl_reads_them() {
     let data = pki
         .ok(
             "issue/web",
-            json!({
+            json!({"ttl": "1h",
                 "common_name": "svc.example.com",
                 "ip_sans": "10.1.2.3",
                 "uri_sans": "spiffe://example.com/svc",
@@ -184,7 +184,7 @@ async fn ip_uri_and_other_sans_appear_as_openssl_reads_them() {
     assert!(
         pki.refused(
             "issue/web",
-            json!({"common_name": "svc.example.com", "ip_sans": "192.168.0.1"})
+            json!({"ttl": "1h", "common_name": "svc.example.com", "ip_sans": "192.168.0.1"})
         )
         .await
         .contains("is not allowed in this role")
@@ -284,7 +284,7 @@ async fn formats_key_formats_and_chains_are_written_as_vault_writes_them() {
     let der = pki
         .ok(
             "issue/web",
-            json!({"common_name": "a.example.com", "format": "der"}),
+            json!({"ttl": "1h", "common_name": "a.example.com", "format": "der"}),
         )
         .await;
     assert!(!s(&der["certificate"]).contains("BEGIN"));
@@ -294,7 +294,7 @@ async fn formats_key_formats_and_chains_are_written_as_vault_writes_them() {
     let bundle = pki
         .ok(
             "issue/web",
-            json!({"common_name": "a.example.com", "format": "pem_bundle"}),
+            json!({"ttl": "1h", "common_name": "a.example.com", "format": "pem_bundle"}),
         )
         .await;
     let text = s(&bundle["certificate"]);
@@ -308,26 +308,29 @@ async fn formats_key_formats_and_chains_are_written_as_vault_writes_them() {
     let pkcs8 = pki
         .ok(
             "issue/web",
-            json!({"common_name": "a.example.com", "private_key_format": "pkcs8"}),
+            json!({"ttl": "1h", "common_name": "a.example.com", "private_key_format": "pkcs8"}),
         )
         .await;
     assert!(s(&pkcs8["private_key"]).starts_with("-----BEGIN PRIVATE KEY-----"));
     let default = pki
-        .ok("issue/web", json!({"common_name": "a.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
+        )
         .await;
     assert!(s(&default["private_key"]).starts_with("-----BEGIN RSA PRIVATE KEY-----"));
 
     let no_roots = pki
         .ok(
             "issue/web",
-            json!({"common_name": "a.example.com", "remove_roots_from_chain": true}),
+            json!({"ttl": "1h", "common_name": "a.example.com", "remove_roots_from_chain": true}),
         )
         .await;
     assert!(no_roots.get("ca_chain").is_none(), "{no_roots}");
     assert!(
         pki.refused(
             "issue/web",
-            json!({"common_name": "a.example.com", "format": "p12"})
+            json!({"ttl": "1h", "common_name": "a.example.com", "format": "p12"})
         )
         .await
         .contains("\"format\"")
@@ -335,7 +338,7 @@ async fn formats_key_formats_and_chains_are_written_as_vault_writes_them() {
     assert!(
         pki.refused(
             "issue/web",
-            json!({"common_name": "a.example.com", "use_pss": true})
+            json!({"ttl": "1h", "common_name": "a.example.com", "use_pss": true})
         )
         .await
         .contains("use_pss")
@@ -350,7 +353,10 @@ async fn serials_are_unique_colon_hex_and_listed_hyphenated() {
     let mut serials = Vec::new();
     for _ in 0..5 {
         let data = pki
-            .ok("issue/web", json!({"common_name": "a.example.com"}))
+            .ok(
+                "issue/web",
+                json!({"ttl": "1h", "common_name": "a.example.com"}),
+            )
             .await;
         let serial = s(&data["serial_number"]).to_owned();
         assert!(serial.split(':').all(|p| {
@@ -430,23 +436,23 @@ async fn openssl_csrs_are_signed_including_p384_with_sha256_and_extra_extensions
         &[],
     );
     assert!(
-        pki.refused("sign/web", json!({"csr": ec_csr}))
+        pki.refused("sign/web", json!({"ttl": "1h", "csr": ec_csr}))
             .await
             .contains("role requires keys of type rsa")
     );
     let small = pki.csr("/CN=www.example.com", &["-newkey", "rsa:2048"], &[]);
     assert!(
-        pki.refused("sign/web", json!({"csr": small}))
+        pki.refused("sign/web", json!({"ttl": "1h", "csr": small}))
             .await
             .contains("minimum of a 3072-bit key")
     );
     assert!(
-        pki.refused("sign/web", json!({"csr": "junk"}))
+        pki.refused("sign/web", json!({"ttl": "1h", "csr": "junk"}))
             .await
             .contains("csr contains no data")
     );
     assert!(
-        pki.refused("sign/web", json!({}))
+        pki.refused("sign/web", json!({"ttl": "1h", }))
             .await
             .contains("\"csr\" is empty")
     );
@@ -458,7 +464,7 @@ async fn openssl_csrs_are_signed_including_p384_with_sha256_and_extra_extensions
         &[],
     );
     assert!(
-        pki.refused("sign/web", json!({"csr": evil}))
+        pki.refused("sign/web", json!({"ttl": "1h", "csr": evil}))
             .await
             .contains("not allowed by this role")
     );
@@ -500,13 +506,16 @@ async fn per_issuer_paths_override_the_roles_issuer() {
     let second = pki.root("rsa", "second").await;
     web_role(&pki, json!({"key_type": "ec", "issuer_ref": "first"})).await;
     let by_role = pki
-        .ok("issue/web", json!({"common_name": "a.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
+        )
         .await;
     assert_eq!(by_role["issuing_ca"], first["certificate"]);
     let by_path = pki
         .ok(
             "issuer/second/issue/web",
-            json!({"common_name": "a.example.com"}),
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
         )
         .await;
     assert_eq!(by_path["issuing_ca"], second["certificate"]);
@@ -525,7 +534,7 @@ async fn per_issuer_paths_override_the_roles_issuer() {
     let signed = pki
         .ok(
             &format!("issuer/{}/sign/web", s(&second["issuer_id"])),
-            json!({"csr": csr}),
+            json!({"csr": csr, "ttl": "1h"}),
         )
         .await;
     pki.verify(
@@ -538,7 +547,7 @@ async fn per_issuer_paths_override_the_roles_issuer() {
     assert!(
         pki.refused(
             "issuer/missing/issue/web",
-            json!({"common_name": "a.example.com"})
+            json!({"ttl": "1h", "common_name": "a.example.com"})
         )
         .await
         .contains("could not fetch the CA certificate")
@@ -553,7 +562,7 @@ async fn per_issuer_paths_override_the_roles_issuer() {
     assert!(
         pki.refused(
             "issuer/second/issue/web",
-            json!({"common_name": "a.example.com"})
+            json!({"ttl": "1h", "common_name": "a.example.com"})
         )
         .await
         .contains("issuing-certificates")
@@ -566,7 +575,10 @@ async fn no_store_skips_the_store_and_generate_lease_attaches_a_lease() {
     pki.root("ec", "root").await;
     web_role(&pki, json!({"key_type": "ec", "no_store": true})).await;
     let data = pki
-        .ok("issue/web", json!({"common_name": "a.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
+        )
         .await;
     let serial = s(&data["serial_number"]).replace(':', "-");
     assert_eq!(pki.read(&format!("cert/{serial}")).await["status"], "none");

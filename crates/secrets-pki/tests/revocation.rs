@@ -25,10 +25,16 @@ async fn a_revoked_certificate_is_on_its_issuers_crl_and_fails_crl_checks() {
     let root = setup(&pki).await;
     let ca = s(&root["certificate"]).to_owned();
     let revoked = pki
-        .ok("issue/web", json!({"common_name": "old.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "old.example.com"}),
+        )
         .await;
     let kept = pki
-        .ok("issue/web", json!({"common_name": "new.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "new.example.com"}),
+        )
         .await;
 
     let empty = pki.read("crl/pem").await;
@@ -86,7 +92,10 @@ async fn crls_are_per_issuer_and_a_revocation_rebuilds_only_its_own() {
     pki.root("rsa", "other").await;
     let before = pki.read("issuer/other/crl").await["data"]["crl"].clone();
     let leaf = pki
-        .ok("issue/web", json!({"common_name": "a.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
+        )
         .await;
     pki.ok("revoke", json!({"certificate": leaf["certificate"]}))
         .await;
@@ -127,7 +136,10 @@ async fn revocation_refuses_what_upstream_refuses() {
     let foreign = Pki::new();
     setup(&foreign).await;
     let stranger = foreign
-        .ok("issue/web", json!({"common_name": "x.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "x.example.com"}),
+        )
         .await;
     assert!(
         pki.refused("revoke", json!({"certificate": stranger["certificate"]}))
@@ -141,7 +153,10 @@ async fn config_crl_disable_empties_the_crl_and_expiry_sets_next_update() {
     let pki = Pki::new();
     let root = setup(&pki).await;
     let leaf = pki
-        .ok("issue/web", json!({"common_name": "a.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
+        )
         .await;
     pki.ok("revoke", json!({"serial_number": leaf["serial_number"]}))
         .await;
@@ -184,7 +199,10 @@ async fn config_urls_are_embedded_in_issued_certificates() {
     );
     let root = setup(&pki).await;
     let leaf = pki
-        .ok("issue/web", json!({"common_name": "a.example.com"}))
+        .ok(
+            "issue/web",
+            json!({"ttl": "1h", "common_name": "a.example.com"}),
+        )
         .await;
     for cert in [s(&root["certificate"]), s(&leaf["certificate"])] {
         let text = pki.text(cert);
