@@ -1,0 +1,612 @@
+//! The database engine against the real servers on 127.0.0.1 (PostgreSQL 5432 with trust
+//! auth, MariaDB 3306 with a password-less root, Redis 6379), through the `Engine` trait over
+//! memory storage and a manual clock: created users log in with the returned password and can
+//! do what the statements grant, revoked ones cannot; static passwords rotate on creation, on
+//! schedule, on request and after an interrupted rotation, and the old one stops working; root
+//! rotation changes the admin's password without ever returning it; an unreachable database is
+//! a 400 at config time. Every test uses its own user names and cleans up.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use secrets_sdk::testing::MemEngineStorage;
+use secrets_sdk::{
+    Data, Engine, EngineConfig, EngineError, EngineStorage, Lease, Operation, Request, RequestAuth,
+};
+use serde_json::{Value, json};
+use sqlx::{AssertSqlSafe, Connection};
+use stdx::clock::ManualClock;
+
+const PG_URL: &str = "postgresql://postgres@127.0.0.1:5432/test";
+const MY_ADMIN_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+struct Fixture {
+    engine: Arc<dyn Engine>,
+    storage: Arc<MemEngineStorage>,
+    clock: ManualClock,
+}
+
+fn fixture() -> Fixture {
+    let storage = Arc::new(MemEngineStorage::default());
+    let clock = ManualClock::at_system_time();
+    let engine = secrets_database::factory(EngineConfig {
+        mount_point: "database/".to_owned(),
+        storage: storage.clone(),
+        options: BTreeMap::new(),
+        clock: Arc::new(clock.clone()),
+        passwords: Default::default(),
+    })
+    .unwrap();
+    Fixture {
+        engine,
+        storage,
+        clock,
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}{}{nanos}", std::process::id())
+}
+
+impl Fixture {
+    async fn call(
+        &self,
+        op: Operation,
+        path: &str,
+        body: Value,
+    ) -> Result<Option<Value>, EngineError> {
+        let data: Data = match body {
+            Value::Object(map) => map,
+            _ => Data::new(),
+        };
+        let mut request = Request::new(op, path).with_data(data);
+        request.mount_point = "database/".to_owned();
+        request.auth = Some(RequestAuth {
+            display_name: "token".to_owned(),
+            ..RequestAuth::default()
+        });
+        let response = self.engine.handle(request).await?;
+        Ok(response.map(|r| {
+            json!({
+                "data": r.data.map(Value::Object),
+                "warnings": r.warnings,
+                "internal": r.secret.as_ref().map(|s| Value::Object(s.internal.clone())),
+                "ttl": r.secret.as_ref().map(|s| s.ttl.as_secs()),
+            })
+        }))
+    }
+
+    async fn write(&self, path: &str, body: Value) {
+        let op = if self
+            .engine
+            .exists(&Request::new(Operation::Update, path))
+            .await
+            .unwrap()
+            == Some(true)
+        {
+            Operation::Update
+        } else {
+            Operation::Create
+        };
+        self.call(op, path, body).await.unwrap();
+    }
+
+    async fn read(&self, path: &str) -> Value {
+        self.call(Operation::Read, path, json!({}))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    fn lease(&self, issued: &Value) -> Lease {
+        Lease {
+            lease_id: "database/creds/x/abc".to_owned(),
+            path: "creds/x".to_owned(),
+            internal: issued["internal"].as_object().unwrap().clone(),
+            age: Duration::ZERO,
+            increment: None,
+        }
+    }
+}
+
+async fn mysql_login(user: &str, password: &str) -> Result<sqlx::MySqlConnection, sqlx::Error> {
+    let options = sqlx::mysql::MySqlConnectOptions::new()
+        .host("127.0.0.1")
+        .port(3306)
+        .username(user)
+        .password(password);
+    sqlx::MySqlConnection::connect_with(&options).await
+}
+
+async fn mysql_admin(sql: &str) {
+    let mut con = sqlx::MySqlConnection::connect(MY_ADMIN_URL).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+        .execute(&mut con)
+        .await
+        .unwrap();
+}
+
+async fn pg_admin() -> sqlx::PgConnection {
+    sqlx::PgConnection::connect(PG_URL).await.unwrap()
+}
+
+/// Whether `password` is `user`'s PostgreSQL password: the server trusts every local login,
+/// so the SCRAM-SHA-256 verifier it stores is checked instead (RFC 5802: StoredKey =
+/// SHA-256(HMAC(PBKDF2(password, salt, i), "Client Key"))).
+async fn pg_password_is(user: &str, password: &str) -> bool {
+    use aws_lc_rs::{digest, hmac, pbkdf2};
+    use base64::Engine as _;
+    let mut con = pg_admin().await;
+    let row: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT rolpassword FROM pg_authid WHERE rolname = $1")
+            .bind(user)
+            .fetch_optional(&mut con)
+            .await
+            .unwrap();
+    let Some((Some(verifier),)) = row else {
+        return false;
+    };
+    let rest = verifier
+        .strip_prefix("SCRAM-SHA-256$")
+        .expect("a SCRAM verifier");
+    let (params, keys) = rest.split_once('$').unwrap();
+    let (iterations, salt) = params.split_once(':').unwrap();
+    let (stored_key, _) = keys.split_once(':').unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut salted = [0u8; 32];
+    pbkdf2::derive(
+        pbkdf2::PBKDF2_HMAC_SHA256,
+        iterations.parse().unwrap(),
+        &b64.decode(salt).unwrap(),
+        password.as_bytes(),
+        &mut salted,
+    );
+    let client_key = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &salted), b"Client Key");
+    digest::digest(&digest::SHA256, client_key.as_ref()).as_ref() == b64.decode(stored_key).unwrap()
+}
+
+async fn pg_role_exists(user: &str) -> bool {
+    let mut con = pg_admin().await;
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT rolname::text FROM pg_roles WHERE rolname = $1")
+            .bind(user)
+            .fetch_optional(&mut con)
+            .await
+            .unwrap();
+    row.is_some()
+}
+
+#[tokio::test]
+async fn postgres_creds_are_a_real_user_with_the_password_and_grants_and_revoke_drops_it() {
+    let f = fixture();
+    let role = unique("pgro");
+    f.write(
+        "config/pg",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "pgro*"}),
+    )
+    .await;
+    f.write(
+        &format!("roles/{role}"),
+        json!({
+            "db_name": "pg",
+            "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}' VALID UNTIL '{{expiration}}'; GRANT pg_read_all_data TO \"{{name}}\";"],
+            "default_ttl": "1h",
+            "max_ttl": "2h",
+        }),
+    )
+    .await;
+    let issued = f.read(&format!("creds/{role}")).await;
+    let user = issued["data"]["username"].as_str().unwrap().to_owned();
+    let password = issued["data"]["password"].as_str().unwrap().to_owned();
+    assert!(user.starts_with("v-token-"), "{user}");
+    assert_eq!(password.len(), 20);
+    assert_eq!(issued["ttl"], 3600);
+    assert!(pg_password_is(&user, &password).await);
+    assert!(!pg_password_is(&user, "not-it").await);
+    // What the statements grant: the role reads data.
+    let mut con = pg_admin().await;
+    let (granted,): (bool,) =
+        sqlx::query_as("SELECT pg_has_role($1, 'pg_read_all_data', 'member')")
+            .bind(&user)
+            .fetch_one(&mut con)
+            .await
+            .unwrap();
+    assert!(granted);
+    // Renew runs the default renew statement (VALID UNTIL moves).
+    let mut lease = f.lease(&issued);
+    lease.increment = Some(Duration::from_secs(7200));
+    lease.age = Duration::from_secs(1800);
+    let granted = f.engine.renew(&lease).await.unwrap();
+    assert_eq!(
+        granted,
+        Duration::from_secs(7200 - 1800),
+        "capped by max_ttl"
+    );
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    assert!(!pg_role_exists(&user).await);
+}
+
+#[tokio::test]
+async fn mariadb_creds_log_in_with_the_returned_password_until_revoked() {
+    let f = fixture();
+    f.write(
+        "config/my",
+        json!({
+            "plugin_name": "mysql-database-plugin",
+            "connection_url": "{{username}}:{{password}}@tcp(127.0.0.1:3306)/test",
+            "username": "root",
+            "password": "",
+            "allowed_roles": ["app"],
+        }),
+    )
+    .await;
+    f.write(
+        "roles/app",
+        json!({
+            "db_name": "my",
+            "creation_statements": "CREATE USER '{{name}}'@'%' IDENTIFIED BY '{{password}}'; GRANT SELECT ON test.* TO '{{name}}'@'%';",
+        }),
+    )
+    .await;
+    let issued = f.read("creds/app").await;
+    let user = issued["data"]["username"].as_str().unwrap().to_owned();
+    let password = issued["data"]["password"].as_str().unwrap().to_owned();
+    assert!(
+        user.len() <= 32 && user.starts_with("v-token-app-"),
+        "{user}"
+    );
+    let mut con = mysql_login(&user, &password).await.unwrap();
+    sqlx::raw_sql("SELECT 1").execute(&mut con).await.unwrap();
+    assert!(
+        sqlx::raw_sql("CREATE TABLE test.not_granted (x int)")
+            .execute(&mut con)
+            .await
+            .is_err(),
+        "only SELECT was granted"
+    );
+    assert!(mysql_login(&user, "wrong").await.is_err());
+    drop(con);
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    assert!(mysql_login(&user, &password).await.is_err());
+    // The connection's password is never shown.
+    let config = f.read("config/my").await;
+    assert!(
+        config["data"]["connection_details"]
+            .get("password")
+            .is_none(),
+        "{config}"
+    );
+    assert_eq!(config["data"]["connection_details"]["username"], "root");
+    // A role the connection does not allow gets no credentials.
+    f.write(
+        "roles/other",
+        json!({"db_name": "my", "creation_statements": "SELECT 1"}),
+    )
+    .await;
+    let err = f
+        .call(Operation::Read, "creds/other", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        EngineError::BadRequest("\"other\" is not an allowed role".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn redis_creds_are_acl_users_that_authenticate_until_revoked() {
+    let f = fixture();
+    f.write(
+        "config/cache",
+        json!({"plugin_name": "redis-database-plugin", "host": "127.0.0.1", "port": 6379, "allowed_roles": "*"}),
+    )
+    .await;
+    f.write(
+        "roles/reader",
+        json!({"db_name": "cache", "creation_statements": "[\"~*\", \"+@read\"]"}),
+    )
+    .await;
+    let issued = f.read("creds/reader").await;
+    let user = issued["data"]["username"].as_str().unwrap().to_owned();
+    let password = issued["data"]["password"].as_str().unwrap().to_owned();
+    let login = |user: String, password: String| async move {
+        let client =
+            redis::Client::open(format!("redis://{user}:{password}@127.0.0.1:6379")).unwrap();
+        client.get_multiplexed_async_connection().await
+    };
+    let mut con = login(user.clone(), password.clone()).await.unwrap();
+    let _: Option<String> = redis::cmd("GET")
+        .arg("anything")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let write: Result<(), _> = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query_async(&mut con)
+        .await;
+    assert!(write.is_err(), "only reads were granted");
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    assert!(login(user, password).await.is_err());
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_400_at_config_time() {
+    let f = fixture();
+    let err = f
+        .call(
+            Operation::Create,
+            "config/down",
+            json!({"plugin_name": "postgresql-database-plugin", "connection_url": "postgresql://postgres@127.0.0.1:1/test"}),
+        )
+        .await
+        .unwrap_err();
+    let EngineError::BadRequest(message) = err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        message.starts_with("error creating database object"),
+        "{message}"
+    );
+    assert_eq!(
+        f.engine
+            .exists(&Request::new(Operation::Update, "config/down"))
+            .await
+            .unwrap(),
+        Some(false)
+    );
+    // Without verification it is stored.
+    f.write(
+        "config/down",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": "postgresql://postgres@127.0.0.1:1/test", "verify_connection": false}),
+    )
+    .await;
+    let err = f
+        .call(
+            Operation::Create,
+            "config/x",
+            json!({"plugin_name": "nope"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::BadRequest(_)));
+}
+
+#[tokio::test]
+async fn static_passwords_rotate_at_creation_on_schedule_on_request_and_the_old_one_stops_working()
+{
+    let f = fixture();
+    let user = unique("st");
+    mysql_admin(&format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED BY 'initial-pw'"
+    ))
+    .await;
+    f.write(
+        "config/my",
+        json!({"plugin_name": "mysql-database-plugin", "connection_url": MY_ADMIN_URL, "allowed_roles": "*"}),
+    )
+    .await;
+    f.write(
+        "static-roles/svc",
+        json!({"db_name": "my", "username": user, "rotation_period": "5s"}),
+    )
+    .await;
+    assert!(
+        mysql_login(&user, "initial-pw").await.is_err(),
+        "rotated at creation"
+    );
+    let first = f.read("static-creds/svc").await;
+    let first_pw = first["data"]["password"].as_str().unwrap().to_owned();
+    assert_eq!(first["data"]["rotation_period"], 5);
+    assert_eq!(first["data"]["ttl"], 5);
+    mysql_login(&user, &first_pw).await.unwrap();
+
+    // Not due yet: nothing changes.
+    f.engine.periodic().await.unwrap();
+    assert_eq!(
+        f.read("static-creds/svc").await["data"]["password"],
+        first_pw.as_str()
+    );
+    // Due: the periodic hook rotates.
+    f.clock.advance(Duration::from_secs(6));
+    f.engine.periodic().await.unwrap();
+    let second_pw = f.read("static-creds/svc").await["data"]["password"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(second_pw, first_pw);
+    assert!(mysql_login(&user, &first_pw).await.is_err());
+    mysql_login(&user, &second_pw).await.unwrap();
+
+    // On request.
+    f.call(Operation::Update, "rotate-role/svc", json!({}))
+        .await
+        .unwrap();
+    let third_pw = f.read("static-creds/svc").await["data"]["password"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(third_pw, second_pw);
+    mysql_login(&user, &third_pw).await.unwrap();
+
+    // An interrupted rotation (its password in the WAL, the database never told) rolls forward.
+    f.storage
+        .put(
+            "wal/static/svc",
+            &serde_json::to_vec(
+                &json!({"version": 1, "password": "rolled-forward-pw", "created_ms": 0}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    f.engine.periodic().await.unwrap();
+    assert_eq!(
+        f.read("static-creds/svc").await["data"]["password"],
+        "rolled-forward-pw"
+    );
+    mysql_login(&user, "rolled-forward-pw").await.unwrap();
+    assert!(f.storage.get("wal/static/svc").await.unwrap().is_none());
+
+    // Deleting the role leaves the user as it is.
+    f.call(Operation::Delete, "static-roles/svc", json!({}))
+        .await
+        .unwrap();
+    mysql_login(&user, "rolled-forward-pw").await.unwrap();
+    mysql_admin(&format!("DROP USER '{user}'@'%'")).await;
+}
+
+#[tokio::test]
+async fn static_roles_are_validated_as_vault_does() {
+    let f = fixture();
+    f.write(
+        "config/my",
+        json!({"plugin_name": "mysql-database-plugin", "connection_url": MY_ADMIN_URL, "allowed_roles": "ok-*", "verify_connection": false}),
+    )
+    .await;
+    let cases = [
+        (
+            json!({"db_name": "my", "username": "u", "rotation_period": 4}),
+            "rotation_period must be 5 seconds or more",
+        ),
+        (
+            json!({"db_name": "my", "username": "u"}),
+            "one of rotation_schedule or rotation_period",
+        ),
+        (
+            json!({"db_name": "my", "username": "u", "rotation_period": 60, "rotation_schedule": "0 * * * *"}),
+            "mutually exclusive",
+        ),
+        (
+            json!({"db_name": "my", "username": "u", "rotation_schedule": "not cron"}),
+            "could not parse rotation_schedule",
+        ),
+        (
+            json!({"db_name": "my", "rotation_period": 60}),
+            "username is a required field",
+        ),
+    ];
+    for (body, message) in cases {
+        let err = f
+            .call(Operation::Create, "static-roles/ok-x", body.clone())
+            .await
+            .unwrap_err();
+        let EngineError::BadRequest(text) = err else {
+            panic!("{body}: {err:?}")
+        };
+        assert!(text.contains(message), "{body}: {text}");
+    }
+    let err = f
+        .call(
+            Operation::Create,
+            "static-roles/disallowed",
+            json!({"db_name": "my", "username": "u", "rotation_period": 60}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        EngineError::BadRequest("\"disallowed\" is not an allowed role".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn rotate_root_changes_the_admins_password_which_is_never_returned() {
+    let f = fixture();
+    let admin = unique("adm");
+    mysql_admin(&format!(
+        "CREATE USER '{admin}'@'%' IDENTIFIED BY 'admin-pw-1'; GRANT ALL PRIVILEGES ON *.* TO '{admin}'@'%' WITH GRANT OPTION"
+    ))
+    .await;
+    f.write(
+        "config/my",
+        json!({
+            "plugin_name": "mysql-database-plugin",
+            "connection_url": "{{username}}:{{password}}@tcp(127.0.0.1:3306)/test",
+            "username": admin,
+            "password": "admin-pw-1",
+            "allowed_roles": "*",
+        }),
+    )
+    .await;
+    f.call(Operation::Update, "rotate-root/my", json!({}))
+        .await
+        .unwrap();
+    assert!(mysql_login(&admin, "admin-pw-1").await.is_err());
+    let config = f.read("config/my").await;
+    assert!(!config.to_string().contains("admin-pw-1"));
+    assert!(
+        config["data"]["connection_details"]
+            .get("password")
+            .is_none()
+    );
+    // The engine still works as the admin, with the password only it knows.
+    f.write("roles/r", json!({"db_name": "my", "creation_statements": "CREATE USER '{{name}}'@'%' IDENTIFIED BY '{{password}}';"})).await;
+    let issued = f.read("creds/r").await;
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    mysql_admin(&format!("DROP USER '{admin}'@'%'")).await;
+}
+
+#[tokio::test]
+async fn roles_are_read_back_with_vaults_fields_and_names_are_unique_across_kinds() {
+    let f = fixture();
+    f.write(
+        "roles/dyn",
+        json!({"db_name": "pg", "creation_statements": ["CREATE ROLE \"{{name}}\""], "default_ttl": 300, "max_ttl": "1h"}),
+    )
+    .await;
+    let role = f.read("roles/dyn").await;
+    assert_eq!(
+        role["data"],
+        json!({
+            "db_name": "pg",
+            "creation_statements": ["CREATE ROLE \"{{name}}\""],
+            "revocation_statements": [],
+            "rollback_statements": [],
+            "renew_statements": [],
+            "default_ttl": 300,
+            "max_ttl": 3600,
+            "credential_type": "password",
+        })
+    );
+    let err = f
+        .call(
+            Operation::Create,
+            "static-roles/dyn",
+            json!({"db_name": "pg", "username": "u", "rotation_period": 60}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        EngineError::BadRequest("Role and Static Role names must be unique".to_owned())
+    );
+    let err = f
+        .call(Operation::Create, "roles/nodb", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        EngineError::BadRequest("database name is required".to_owned())
+    );
+    let err = f
+        .call(
+            Operation::Create,
+            "roles/bad",
+            json!({"db_name": "pg", "credential_type": "magic"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::BadRequest(m) if m.contains("invalid credential_type")));
+    let listed = f
+        .call(Operation::List, "roles/", json!({}))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed["data"]["keys"], json!(["dyn"]));
+}
