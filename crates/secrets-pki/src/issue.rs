@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use rcgen::ExtendedKeyUsagePurpose;
-use secrets_sdk::{Data, EngineError, LeaseOptions, Request, Response, fields};
+use secrets_sdk::{Data, EngineError, LeaseOptions, MountTtls, Request, Response, fields};
 use serde_json::Value;
 
 use crate::ca::{self, SigningIssuer};
@@ -299,9 +299,11 @@ pub(crate) fn ext_key_usages(role: &Role) -> Vec<ExtendedKeyUsagePurpose> {
     out
 }
 
-/// The validity window for a certificate under `role`, signed by `issuer` (if any).
+/// The validity window for a certificate under `role`, signed by `issuer` (if any), within the
+/// mount's TTLs.
 pub(crate) fn validity(
     mount: &Mount,
+    ttls: MountTtls,
     role: &Role,
     data: &Data,
     issuer: Option<(&CertInfo, &str)>,
@@ -318,8 +320,8 @@ pub(crate) fn validity(
         role_not_before: role.not_before.clone(),
         role_not_before_bound: role.not_before_bound.clone(),
         not_before_duration: Duration::from_secs(role.not_before_duration),
-        mount_default_ttl: mount.default_ttl(),
-        mount_max_ttl: mount.max_ttl(),
+        mount_default_ttl: ttls.default,
+        mount_max_ttl: ttls.max,
         issuer: issuer.map(|(cert, behavior)| (cert.not_after, behavior.to_owned())),
     })
 }
@@ -522,6 +524,7 @@ async fn leaf(
     let names = names(&role, data, csr.as_ref(), &display)?;
     let window = validity(
         mount,
+        request.ttls,
         &role,
         data,
         Some((&issuer.cert, &issuer.record.leaf_not_after_behavior)),

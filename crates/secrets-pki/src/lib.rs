@@ -15,8 +15,8 @@
 //! Invariants: storage only through the mount's view (keys under the mount, encrypted by the
 //! core's barrier); private keys of issued certificates are never stored; every time comes
 //! from the store's clock; bad input is a 400 in Vault's words, never a 5xx; the mount's
-//! certificate TTLs are the system's (768h) because engines are not told their mount's tuned
-//! TTLs (docs/compat.md).
+//! certificate TTLs default to and are capped by the mount's lease TTLs (its tuning, else the
+//! system's 768h) as the core hands them in each request.
 
 use std::sync::Arc;
 

@@ -8,17 +8,12 @@
 //! [`Mount::issuers_lock`]; every time comes from the store's clock.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use secrets_sdk::{EngineStorage, SharedClock};
 use tokio::sync::Mutex;
 
 use crate::store::Store;
 use crate::tidy::TidyStatus;
-
-/// The system default and maximum lease TTL (Vault's 768h), used where a mount would give its
-/// own: engines are not told their mount's tuned TTLs.
-pub(crate) const SYSTEM_TTL: Duration = Duration::from_secs(768 * 3600);
 
 /// What the handlers of one mount share.
 #[derive(Debug)]
@@ -42,15 +37,5 @@ impl Mount {
     /// Now, in Unix seconds.
     pub(crate) fn now(&self) -> i64 {
         self.clock.now_nanos().div_euclid(1_000_000_000)
-    }
-
-    /// The mount's default TTL for certificates.
-    pub(crate) fn default_ttl(&self) -> Duration {
-        SYSTEM_TTL
-    }
-
-    /// The mount's maximum TTL for certificates.
-    pub(crate) fn max_ttl(&self) -> Duration {
-        SYSTEM_TTL
     }
 }

@@ -85,7 +85,7 @@ pub(crate) async fn generate(
     let generation = generate::generation(mount, kind, data).await?;
     let role = &generation.role;
     let names = issue::names(role, data, None, "")?;
-    let window = issue::validity(mount, role, data, None)?;
+    let window = issue::validity(mount, request.ttls, role, data, None)?;
     let mut warnings = window.warnings.clone();
 
     let urls_config = mount.store.urls_config().await?;
@@ -251,7 +251,13 @@ pub(crate) async fn sign_intermediate(
     let use_csr_values = fields::bool(data, "use_csr_values")?.unwrap_or(false);
     let names = issue::names(&role, data, Some(&csr), "")?;
     let max_path_len = derived_path_len(&issuer.cert, fields::int(data, "max_path_length")?)?;
-    let window = issue::validity(mount, &role, data, Some((&issuer.cert, "permit")))?;
+    let window = issue::validity(
+        mount,
+        request.ttls,
+        &role,
+        data,
+        Some((&issuer.cert, "permit")),
+    )?;
     let skid = match fields::string(data, "skid")?.filter(|s| !s.is_empty()) {
         None => None,
         Some(text) => {

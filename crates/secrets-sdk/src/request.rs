@@ -3,6 +3,8 @@
 //! Invariant: `path` is relative to the mount and never starts with `/`; for a list it ends
 //! with `/` unless it is empty (the mount root).
 
+use std::time::Duration;
+
 use crate::Data;
 
 /// The logical operation, after the core mapped the HTTP verb (LIST and `GET ?list=true` are
@@ -55,6 +57,29 @@ pub struct RequestAuth {
     pub token_hash: String,
 }
 
+/// The lease TTLs in force on the request's mount: its tuned `default_lease_ttl` and
+/// `max_lease_ttl`, else the system's (Vault's `System().DefaultLeaseTTL()` and
+/// `MaxLeaseTTL()`). Engines default and cap the TTLs they issue by these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MountTtls {
+    pub default: Duration,
+    pub max: Duration,
+}
+
+impl MountTtls {
+    /// Vault's system default and maximum lease TTL: 768h (32 days).
+    pub const SYSTEM: MountTtls = MountTtls {
+        default: Duration::from_secs(768 * 3600),
+        max: Duration::from_secs(768 * 3600),
+    };
+}
+
+impl Default for MountTtls {
+    fn default() -> MountTtls {
+        MountTtls::SYSTEM
+    }
+}
+
 /// One request to an engine.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -66,6 +91,8 @@ pub struct Request {
     pub mount_point: String,
     /// `None` for unauthenticated paths (logins).
     pub auth: Option<RequestAuth>,
+    /// The mount's lease TTLs in force.
+    pub ttls: MountTtls,
 }
 
 impl Request {
@@ -76,11 +103,17 @@ impl Request {
             data: Data::new(),
             mount_point: String::new(),
             auth: None,
+            ttls: MountTtls::SYSTEM,
         }
     }
 
     pub fn with_data(mut self, data: Data) -> Request {
         self.data = data;
+        self
+    }
+
+    pub fn with_ttls(mut self, ttls: MountTtls) -> Request {
+        self.ttls = ttls;
         self
     }
 }

@@ -21,8 +21,8 @@
 //!   `{{identity.entity.id}}` rendered with `allowed_users_template`), `allowed_domains` for
 //!   hosts with `allow_bare_domains` (the domain itself) and `allow_subdomains` (`x.domain`).
 //!   Refusal: `<name> is not a valid value for valid_principals`.
-//! - TTL: `ttl`, else the role's `ttl`, else the system default (768h); the role's `max_ttl`, else
-//!   the system maximum (768h), caps it: an explicit `ttl` above it → `ttl is larger than
+//! - TTL: `ttl`, else the role's `ttl`, else the mount's default lease TTL; the role's
+//!   `max_ttl`, else the mount's max lease TTL, caps it: an explicit `ttl` above it → `ttl is larger than
 //!   maximum allowed <seconds>`, a defaulted one is cut to it. Valid from now minus the role's
 //!   `not_before_duration` (30 s by default).
 //! - critical options: the request's, each in `allowed_critical_options` unless that is empty
@@ -40,7 +40,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use secrets_sdk::{Data, EngineError, Request, Response, fields};
+use secrets_sdk::{Data, EngineError, MountTtls, Request, Response, fields};
 use serde_json::{Value, json};
 use ssh_key::certificate::{Builder, CertType};
 use ssh_key::public::KeyData;
@@ -48,9 +48,6 @@ use ssh_key::public::KeyData;
 use crate::crypto::{self, CaSigner};
 use crate::store::Role;
 use crate::{SshEngine, bad, ca, roles, text};
-
-/// Vault's system default and maximum lease TTL (768h), used where Vault reads the mount's.
-const SYSTEM_TTL: Duration = Duration::from_secs(768 * 3600);
 
 pub(crate) async fn sign(
     engine: &SshEngine,
@@ -96,7 +93,7 @@ pub(crate) async fn sign(
             )?
         }
     };
-    let ttl = ttl(data, &role)?;
+    let ttl = ttl(data, &role, request.ttls)?;
     let critical_options = critical_options(data, &role)?;
     let extensions = extensions(data, &role)?;
     let Some(ca_key) = ca::signing_key(storage).await? else {
@@ -300,15 +297,15 @@ fn render_template(raw: &str, entity_id: Option<&str>) -> Result<String, EngineE
     Ok(rendered)
 }
 
-/// Vault's `calculateTTL`.
-fn ttl(data: &Data, role: &Role) -> Result<Duration, EngineError> {
+/// Vault's `calculateTTL`, within the mount's TTLs.
+fn ttl(data: &Data, role: &Role, mount: MountTtls) -> Result<Duration, EngineError> {
     let requested = fields::duration(data, "ttl")?.filter(|ttl| !ttl.is_zero());
     let mut ttl = requested.unwrap_or(Duration::from_secs(role.ttl));
     if ttl.is_zero() {
-        ttl = SYSTEM_TTL;
+        ttl = mount.default;
     }
     let max = match role.max_ttl {
-        0 => SYSTEM_TTL,
+        0 => mount.max,
         max => Duration::from_secs(max),
     };
     if ttl > max {
@@ -478,21 +475,26 @@ mod tests {
             ..Role::default()
         };
         assert_eq!(
-            ttl(&data(json!({})), &role).unwrap(),
+            ttl(&data(json!({})), &role, MountTtls::SYSTEM).unwrap(),
             Duration::from_secs(3600)
         );
         assert_eq!(
-            ttl(&data(json!({"ttl": "2h"})), &role)
+            ttl(&data(json!({"ttl": "2h"})), &role, MountTtls::SYSTEM)
                 .unwrap_err()
                 .to_string(),
             "ttl is larger than maximum allowed 3600"
         );
         assert_eq!(
-            ttl(&data(json!({"ttl": ""})), &Role::default()).unwrap(),
-            SYSTEM_TTL
+            ttl(
+                &data(json!({"ttl": ""})),
+                &Role::default(),
+                MountTtls::SYSTEM
+            )
+            .unwrap(),
+            MountTtls::SYSTEM.default
         );
         assert_eq!(
-            ttl(&data(json!({"ttl": 60})), &role).unwrap(),
+            ttl(&data(json!({"ttl": 60})), &role, MountTtls::SYSTEM).unwrap(),
             Duration::from_secs(60)
         );
     }

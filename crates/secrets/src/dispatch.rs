@@ -189,6 +189,10 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
         data: req.data.clone(),
         mount_point: mount.path.clone(),
         auth: ctx.token.as_ref().map(tokens::TokenEntry::request_auth),
+        ttls: secrets_sdk::MountTtls {
+            default: mount.default_lease_ttl(),
+            max: mount.max_lease_ttl(),
+        },
     };
 
     if !unauthenticated {

@@ -278,6 +278,7 @@ async fn call(
         data,
         mount_point: CUBBYHOLE_MOUNT.to_owned(),
         auth: Some(token.request_auth()),
+        ttls: secrets_sdk::MountTtls::SYSTEM,
     };
     Ok(engine.handle(request).await?)
 }
