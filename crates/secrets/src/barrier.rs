@@ -230,6 +230,26 @@ impl Barrier {
         Ok(true)
     }
 
+    /// The shared store under the barrier, for the one owner that works on values as stored
+    /// (snapshots, `snapshots/`: they copy ciphertext, never plaintext).
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Whether the root key in memory opens `sealed`, a keyring as stored at [`KEYRING_KEY`]
+    /// (a snapshot's). [`Error::Sealed`] while sealed.
+    pub(crate) fn root_opens_keyring(&self, sealed: &[u8]) -> Result<bool, Error> {
+        let state = self.current()?;
+        Ok(open(&state.root, ROOT_TERM, KEYRING_KEY, sealed).is_ok())
+    }
+
+    /// Re-reads the keyring from storage with the root key in memory: after a snapshot
+    /// restore replaced it with one this root key opens.
+    pub(crate) async fn reload_keyring_from_storage(&self) -> Result<(), Error> {
+        let state = self.current()?;
+        self.reload_keyring(&state).await.map(|_| ())
+    }
+
     /// Forgets every key: the barrier is sealed until the next unseal.
     pub(crate) fn seal(&self) {
         self.set_serving(false);

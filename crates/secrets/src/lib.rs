@@ -40,6 +40,7 @@ mod policy;
 mod request;
 mod routes;
 mod seal;
+mod snapshots;
 mod store;
 mod sys;
 mod tokens;
@@ -191,10 +192,11 @@ impl State {
     }
 }
 
-/// Registers the secrets service's background work with `runner` and returns at once: two
+/// Registers the secrets service's background work with `runner` and returns at once: three
 /// cluster-wide loops that run while this server leads: lease expiry and token tidy
-/// (`leases::run`, which rebuilds its timers from storage each time it starts) and the
-/// engines' periodic work (`periodic::run`: static role rotations and the like).
+/// (`leases::run`, which rebuilds its timers from storage each time it starts), the
+/// engines' periodic work (`periodic::run`: static role rotations and the like) and the
+/// automated snapshots (`snapshots::schedule::run`).
 pub fn start_tasks(state: &State, runner: &cluster::Runner) {
     let leases_state = state.clone();
     runner.leader_loop("secrets lease expiry and token tidy", move |term| {
@@ -203,5 +205,9 @@ pub fn start_tasks(state: &State, runner: &cluster::Runner) {
     let periodic_state = state.clone();
     runner.leader_loop("secrets engines' periodic work", move |term| {
         periodic::run(periodic_state.clone(), term)
+    });
+    let snapshot_state = state.clone();
+    runner.leader_loop("secrets automated snapshots", move |term| {
+        snapshots::schedule::run(snapshot_state.clone(), term)
     });
 }

@@ -5,7 +5,7 @@
 //! without its own line here goes to `dispatch::handle` (any method, including `LIST`).
 
 use axum::Router;
-use axum::routing::{any, get, put};
+use axum::routing::{any, get, post, put};
 
 use crate::{Error, State, dispatch, seal, sys};
 
@@ -28,6 +28,23 @@ pub fn router(state: State) -> Router {
             "/v1/sys/unseal",
             put(seal::write_unseal).post(seal::write_unseal),
         )
+        // Snapshot restores take a raw body (their own checks; other methods: dispatch).
+        .merge(http_kit::with_body_limit(
+            Router::new()
+                .route(
+                    "/v1/sys/storage/raft/snapshot",
+                    post(sys::snapshots::restore)
+                        .put(sys::snapshots::restore)
+                        .fallback(dispatch::handle),
+                )
+                .route(
+                    "/v1/sys/storage/raft/snapshot-force",
+                    post(sys::snapshots::restore_force)
+                        .put(sys::snapshots::restore_force)
+                        .fallback(dispatch::handle),
+                ),
+            sys::snapshots::RESTORE_BODY_LIMIT,
+        ))
         // Everything else: token, ACL, mounts (dispatch.rs).
         .route("/v1/{*path}", any(dispatch::handle))
         .fallback(not_found)

@@ -330,6 +330,42 @@ impl Seal {
         self.open(state, &root_key, true).await
     }
 
+    /// A snapshot restore (`snapshots::restore`): with requests refused and the in-memory
+    /// state dropped (`pre_seal`), runs `replace`, which rewrites the service's keys. Then,
+    /// with `keep_keys` (the new keyring opens with the root key in memory), the keyring and
+    /// everything else is reloaded as an unseal does (`post_unseal`) and the store serves
+    /// again; without, the store is left sealed, to be unsealed with the snapshot's keys. A
+    /// failed `replace` changed nothing (one transaction): the old state is reloaded.
+    pub(crate) async fn replace_contents(
+        &self,
+        state: &State,
+        keep_keys: bool,
+        replace: impl std::future::Future<Output = Result<(), Error>>,
+    ) -> Result<(), Error> {
+        let _op = self.op.lock().await;
+        self.barrier.set_serving(false);
+        state.pre_seal().await;
+        let replaced = replace.await;
+        if replaced.is_ok() && !keep_keys {
+            self.barrier.seal();
+            *self.config.write().unwrap_or_else(PoisonError::into_inner) = None;
+            self.reset_progress();
+            return Ok(());
+        }
+        let reloaded = async {
+            self.barrier.reload_keyring_from_storage().await?;
+            state.post_unseal().await
+        }
+        .await;
+        if let Err(err) = reloaded {
+            state.pre_seal().await;
+            self.barrier.seal();
+            return Err(err);
+        }
+        self.barrier.set_serving(true);
+        replaced
+    }
+
     /// `sys/seal`: runs `pre_seal` and forgets every key.
     pub(crate) async fn seal(&self, state: &State) {
         let _op = self.op.lock().await;

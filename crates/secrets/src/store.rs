@@ -12,7 +12,7 @@ use crate::Error;
 pub(crate) const PREFIX: &str = "secrets/";
 
 /// The cluster's identity, created once at first start.
-const CLUSTER_KEY: &str = "secrets/core/cluster";
+pub(crate) const CLUSTER_KEY: &str = "secrets/core/cluster";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ClusterIdentity {

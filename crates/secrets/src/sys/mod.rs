@@ -18,6 +18,7 @@ pub(crate) mod mounts;
 pub(crate) mod password_policies;
 pub(crate) mod policies;
 pub(crate) mod seal;
+pub(crate) mod snapshots;
 pub(crate) mod wrapping;
 
 use secrets_sdk::{Request, Response};
@@ -38,6 +39,7 @@ enum Family {
     Wrapping,
     Metrics,
     Mfa,
+    Snapshots,
 }
 
 fn family(path: &str) -> Option<Family> {
@@ -55,6 +57,7 @@ fn family(path: &str) -> Option<Family> {
         "wrapping" => Family::Wrapping,
         "metrics" => Family::Metrics,
         "mfa" => Family::Mfa,
+        "storage" => Family::Snapshots,
         _ => return None,
     })
 }
@@ -76,6 +79,7 @@ pub(crate) async fn handle(
         Some(Family::Wrapping) => wrapping::handle(state, ctx, req).await,
         Some(Family::Metrics) => metrics::handle(state, ctx, req).await,
         Some(Family::Mfa) => mfa::handle(state, ctx, req).await,
+        Some(Family::Snapshots) => snapshots::handle(state, ctx, req).await,
         None => Err(Error::UnsupportedPath),
     }
 }
@@ -102,6 +106,10 @@ mod tests {
         assert_eq!(family("wrapping/unwrap"), Some(Family::Wrapping));
         assert_eq!(family("metrics"), Some(Family::Metrics));
         assert_eq!(family("mfa/method/totp/m"), Some(Family::Mfa));
+        assert_eq!(
+            family("storage/raft/snapshot-auto/config/x"),
+            Some(Family::Snapshots)
+        );
         assert_eq!(family("nope"), None);
     }
 }
