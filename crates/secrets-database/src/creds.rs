@@ -4,7 +4,8 @@
 //! answers 500), the plugin support its credential type; the username comes from the
 //! connection's `username_template` or the plugin default; the user expires (where the
 //! database has expiry) 5 s after the lease's TTL; the lease is `default_ttl` capped by
-//! `max_ttl` (the core applies the mount's defaults and caps). The lease keeps the username,
+//! `max_ttl`, the request's mount TTLs standing in for either when the role sets none (the
+//! core applies the same defaults and caps to the lease). The lease keeps the username,
 //! role, connection and revocation statements.
 //!
 //! Revoke drops the user with the role's current revocation statements, or those kept in the
@@ -13,7 +14,7 @@
 
 use std::time::Duration;
 
-use secrets_sdk::{Data, EngineError, Lease, LeaseOptions, Request, Response, fields};
+use secrets_sdk::{Data, EngineError, Lease, LeaseOptions, MountTtls, Request, Response, fields};
 use serde_json::Value;
 
 use crate::plugins::Credential;
@@ -21,16 +22,27 @@ use crate::store::{self, Role};
 use crate::template::{self, UsernameMetadata};
 use crate::{DatabaseEngine, bad, credentials};
 
-/// What the engine assumes when a role sets no TTL (Vault's system default, 768 h): only for
-/// the database-side expiry; the core decides the lease's TTL.
-const FALLBACK_TTL: u64 = 768 * 3600;
-
 /// `YYYY-MM-DD HH:MM:SS+0000` (Go's `2006-01-02 15:04:05-0700` in UTC), what `{{expiration}}`
 /// renders as.
 pub(crate) fn expiration(ms: i64) -> String {
     let rfc = stdx::time::format_rfc3339_secs(ms.div_euclid(1000));
     // `YYYY-MM-DDTHH:MM:SSZ`
     format!("{} {}+0000", &rfc[..10], &rfc[11..19])
+}
+
+/// The TTL a new credential's lease will get, as Vault's `framework.CalculateTTL` finds it:
+/// the role's `default_ttl`, else the mount's default; capped by the role's `max_ttl` (within
+/// the mount's max), else by the mount's max. The database-side expiry is this plus 5 s.
+fn lease_ttl(role: &Role, mount: MountTtls) -> Duration {
+    let default = match role.default_ttl {
+        0 => mount.default,
+        secs => Duration::from_secs(secs),
+    };
+    let max = match role.max_ttl {
+        0 => mount.max,
+        secs => Duration::from_secs(secs).min(mount.max),
+    };
+    default.min(max)
 }
 
 impl DatabaseEngine {
@@ -55,14 +67,8 @@ impl DatabaseEngine {
             )));
         }
         let now = self.now_ms();
-        let ttl = if role.default_ttl > 0 {
-            role.default_ttl
-        } else if role.max_ttl > 0 {
-            role.max_ttl
-        } else {
-            FALLBACK_TTL
-        };
-        let expires_ms = now + i64::try_from(ttl + 5).unwrap_or(i64::MAX / 2) * 1000;
+        let ttl = lease_ttl(&role, request.ttls);
+        let expires_ms = now + i64::try_from(ttl.as_secs() + 5).unwrap_or(i64::MAX / 2) * 1000;
         let meta = UsernameMetadata {
             display_name: request
                 .auth
@@ -195,6 +201,31 @@ impl DatabaseEngine {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use secrets_sdk::MountTtls;
+
+    use crate::store::Role;
+
+    #[test]
+    fn a_role_without_ttls_takes_its_mounts_and_its_own_max_stays_within_the_mounts() {
+        let hours = |h: u64| Duration::from_secs(h * 3600);
+        let mount = MountTtls {
+            default: hours(2),
+            max: hours(4),
+        };
+        let role = |default_ttl: u64, max_ttl: u64| Role {
+            default_ttl: default_ttl * 3600,
+            max_ttl: max_ttl * 3600,
+            ..Role::default()
+        };
+        assert_eq!(super::lease_ttl(&role(0, 0), mount), hours(2));
+        assert_eq!(super::lease_ttl(&role(3, 0), mount), hours(3));
+        assert_eq!(super::lease_ttl(&role(0, 1), mount), hours(1));
+        assert_eq!(super::lease_ttl(&role(6, 8), mount), hours(4));
+        assert_eq!(super::lease_ttl(&role(0, 0), MountTtls::SYSTEM), hours(768));
+    }
+
     #[test]
     fn expirations_render_as_go_does() {
         assert_eq!(

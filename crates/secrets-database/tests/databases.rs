@@ -4,7 +4,10 @@
 //! do what the statements grant, revoked ones cannot; static passwords rotate on creation, on
 //! schedule, on request and after an interrupted rotation, and the old one stops working; root
 //! rotation changes the admin's password without ever returning it; an unreachable database is
-//! a 400 at config time. Every test uses its own user names and cleans up.
+//! a 400 at config time. On PostgreSQL also: `rsa_private_key` and `client_certificate` creds
+//! (what the statements got and what the client got, checked with the openssl CLI), a cron
+//! `rotation_schedule` with a `rotation_window` on the manual clock, and a role without TTLs
+//! expiring its user at the mount's TTLs. Every test uses its own user names and cleans up.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +15,8 @@ use std::time::Duration;
 
 use secrets_sdk::testing::MemEngineStorage;
 use secrets_sdk::{
-    Data, Engine, EngineConfig, EngineError, EngineStorage, Lease, Operation, Request, RequestAuth,
+    Data, Engine, EngineConfig, EngineError, EngineStorage, Lease, MountTtls, Operation, Request,
+    RequestAuth,
 };
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, Connection};
@@ -81,6 +85,21 @@ impl Fixture {
         }))
     }
 
+    /// A read as the core sends it from a mount whose lease TTLs are `ttls`.
+    async fn read_on_mount(&self, path: &str, ttls: MountTtls) -> Value {
+        let mut request = Request::new(Operation::Read, path).with_ttls(ttls);
+        request.mount_point = "database/".to_owned();
+        request.auth = Some(RequestAuth {
+            display_name: "token".to_owned(),
+            ..RequestAuth::default()
+        });
+        let response = self.engine.handle(request).await.unwrap().unwrap();
+        json!({
+            "data": response.data.map(Value::Object),
+            "internal": response.secret.as_ref().map(|s| Value::Object(s.internal.clone())),
+        })
+    }
+
     async fn write(&self, path: &str, body: Value) {
         let op = if self
             .engine
@@ -101,6 +120,11 @@ impl Fixture {
             .await
             .unwrap()
             .unwrap()
+    }
+
+    fn clock_secs(&self) -> i64 {
+        use stdx::clock::Clock as _;
+        self.clock.now_ms() / 1000
     }
 
     fn lease(&self, issued: &Value) -> Lease {
@@ -609,4 +633,354 @@ async fn roles_are_read_back_with_vaults_fields_and_names_are_unique_across_kind
         .unwrap()
         .unwrap();
     assert_eq!(listed["data"]["keys"], json!(["dyn"]));
+}
+
+/// The server's `VALID UNTIL` of `user`, in Unix seconds.
+async fn pg_valid_until(user: &str) -> i64 {
+    let mut con = pg_admin().await;
+    let (until,): (f64,) = sqlx::query_as(
+        "SELECT extract(epoch FROM rolvaliduntil)::float8 FROM pg_roles WHERE rolname = $1",
+    )
+    .bind(user)
+    .fetch_one(&mut con)
+    .await
+    .unwrap();
+    until as i64
+}
+
+async fn pg_role_comment(user: &str) -> String {
+    let mut con = pg_admin().await;
+    let (comment,): (Option<String>,) = sqlx::query_as(
+        "SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1",
+    )
+    .bind(user)
+    .fetch_one(&mut con)
+    .await
+    .unwrap();
+    comment.unwrap_or_default()
+}
+
+/// Runs the openssl CLI with `args` in `dir`, feeding `stdin`; asserts success, returns stdout.
+fn openssl(dir: &std::path::Path, args: &[&str], stdin: &str) -> String {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the openssl CLI");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn a_role_without_ttls_expires_its_user_at_the_mounts_default_ttl() {
+    let f = fixture();
+    let role = unique("pgmt");
+    f.write(
+        "config/pg",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*"}),
+    )
+    .await;
+    f.write(
+        &format!("roles/{role}"),
+        json!({"db_name": "pg", "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}' VALID UNTIL '{{expiration}}';"]}),
+    )
+    .await;
+    let hours = |h: u64| Duration::from_secs(h * 3600);
+    let now = f.clock_secs();
+    let issued = f
+        .read_on_mount(
+            &format!("creds/{role}"),
+            MountTtls {
+                default: hours(2),
+                max: hours(4),
+            },
+        )
+        .await;
+    let user = issued["data"]["username"].as_str().unwrap().to_owned();
+    let until = pg_valid_until(&user).await;
+    assert!(
+        (now + 7200 + 5..=now + 7200 + 6).contains(&until),
+        "the mount's 2h (+5 s), not the system's 768h: {}",
+        until - now
+    );
+    // A mount whose max is below its default caps the user's expiry too.
+    let capped = f
+        .read_on_mount(
+            &format!("creds/{role}"),
+            MountTtls {
+                default: hours(2),
+                max: hours(1),
+            },
+        )
+        .await;
+    let capped_user = capped["data"]["username"].as_str().unwrap().to_owned();
+    let until = pg_valid_until(&capped_user).await;
+    assert!((now + 3600 + 5..=now + 3600 + 6).contains(&until));
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    f.engine.revoke(&f.lease(&capped)).await.unwrap();
+    assert!(!pg_role_exists(&user).await);
+    assert!(!pg_role_exists(&capped_user).await);
+}
+
+#[tokio::test]
+async fn rsa_private_key_creds_create_the_user_with_the_public_key_of_the_returned_pkcs8_key() {
+    let f = fixture();
+    let role = unique("pgrsa");
+    f.write(
+        "config/pg",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*"}),
+    )
+    .await;
+    f.write(
+        &format!("roles/{role}"),
+        json!({
+            "db_name": "pg",
+            "credential_type": "rsa_private_key",
+            "credential_config": {"key_bits": 3072},
+            "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN; COMMENT ON ROLE \"{{name}}\" IS '{{public_key}}';"],
+            "default_ttl": "1h",
+        }),
+    )
+    .await;
+    assert_eq!(
+        f.read(&format!("roles/{role}")).await["data"]["credential_config"],
+        json!({"format": "pkcs8", "key_bits": "3072"})
+    );
+    let issued = f.read(&format!("creds/{role}")).await;
+    let data = issued["data"].as_object().unwrap();
+    assert!(!data.contains_key("password"), "{data:?}");
+    let user = data["username"].as_str().unwrap().to_owned();
+    let private_key = data["rsa_private_key"].as_str().unwrap();
+    assert!(
+        private_key.starts_with("-----BEGIN PRIVATE KEY-----"),
+        "PKCS#8 PEM: {private_key}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = openssl(dir.path(), &["pkey", "-noout", "-text"], private_key);
+    assert!(text.contains("3072 bit"), "{text}");
+    let public = openssl(dir.path(), &["pkey", "-pubout"], private_key);
+    assert_eq!(
+        pg_role_comment(&user).await.trim(),
+        public.trim(),
+        "the statement got the public key of the key the client got"
+    );
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    assert!(!pg_role_exists(&user).await);
+}
+
+#[tokio::test]
+async fn client_certificate_creds_are_signed_by_the_configured_ca_for_the_subject_the_user_got() {
+    let dir = tempfile::tempdir().unwrap();
+    openssl(
+        dir.path(),
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=db client CA",
+        ],
+        "",
+    );
+    let ca_cert = std::fs::read_to_string(dir.path().join("ca.pem")).unwrap();
+    let ca_key = std::fs::read_to_string(dir.path().join("ca.key")).unwrap();
+    let f = fixture();
+    let role = unique("pgcert");
+    f.write(
+        "config/pg",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*"}),
+    )
+    .await;
+    f.write(
+        &format!("roles/{role}"),
+        json!({
+            "db_name": "pg",
+            "credential_type": "client_certificate",
+            "credential_config": {
+                "common_name_template": "{{.RoleName}}-{{random 8}}",
+                "ca_cert": ca_cert,
+                "ca_private_key": ca_key,
+                "key_type": "ec",
+                "key_bits": 384,
+            },
+            "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN; COMMENT ON ROLE \"{{name}}\" IS '{{subject}}';"],
+            "default_ttl": "1h",
+        }),
+    )
+    .await;
+    let issued = f.read(&format!("creds/{role}")).await;
+    let data = issued["data"].as_object().unwrap();
+    let user = data["username"].as_str().unwrap().to_owned();
+    assert_eq!(data["private_key_type"], "ec");
+    let cert = data["client_certificate"].as_str().unwrap();
+    let key = data["private_key"].as_str().unwrap();
+    std::fs::write(dir.path().join("leaf.pem"), cert).unwrap();
+    let verified = openssl(
+        dir.path(),
+        &[
+            "verify",
+            "-CAfile",
+            "ca.pem",
+            "-purpose",
+            "sslclient",
+            "leaf.pem",
+        ],
+        "",
+    );
+    assert_eq!(verified.trim(), "leaf.pem: OK");
+    let subject = openssl(
+        dir.path(),
+        &["x509", "-noout", "-subject", "-nameopt", "RFC2253"],
+        cert,
+    );
+    let common_name = subject
+        .trim()
+        .strip_prefix("subject=CN=")
+        .unwrap_or_else(|| panic!("{subject}"))
+        .to_owned();
+    assert!(
+        common_name.starts_with(&format!("{role}-")),
+        "{common_name}"
+    );
+    assert_eq!(common_name.len(), role.len() + 9);
+    assert_eq!(
+        pg_role_comment(&user).await,
+        format!("CN={common_name}"),
+        "the statement got the certificate's subject"
+    );
+    // The key is the certificate's, a P-384 key; the certificate lasts the lease (+5 s).
+    assert_eq!(
+        openssl(dir.path(), &["x509", "-noout", "-pubkey"], cert),
+        openssl(dir.path(), &["pkey", "-pubout"], key)
+    );
+    assert!(openssl(dir.path(), &["pkey", "-noout", "-text"], key).contains("P-384"));
+    let text = openssl(dir.path(), &["x509", "-noout", "-text"], cert);
+    assert!(text.contains("TLS Web Client Authentication"), "{text}");
+    let end = openssl(dir.path(), &["x509", "-noout", "-checkend", "3590"], cert);
+    assert!(end.contains("will not expire"), "{end}");
+    let std::process::Output { status, .. } = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-checkend", "3700", "-in", "leaf.pem"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!status.success(), "expires with the lease");
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    assert!(!pg_role_exists(&user).await);
+}
+
+/// Unix ms of an RFC 3339 time.
+fn at(rfc3339: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .unwrap()
+        .timestamp_millis()
+}
+
+#[tokio::test]
+async fn a_cron_schedule_rotates_when_due_inside_its_window_and_waits_for_the_next_time_outside() {
+    let f = fixture();
+    let user = unique("pgcron");
+    let mut admin = pg_admin().await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE ROLE \"{user}\" WITH LOGIN PASSWORD 'initial-pw'"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    f.write(
+        "config/pg",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*"}),
+    )
+    .await;
+    let password = async || {
+        f.read("static-creds/cron").await["data"]["password"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Every six hours on the hour; a rotation may run up to an hour late.
+    f.clock.set_ms(at("2031-03-04T00:10:00Z"));
+    f.write(
+        "static-roles/cron",
+        json!({"db_name": "pg", "username": user, "rotation_schedule": "0 */6 * * *", "rotation_window": "1h"}),
+    )
+    .await;
+    let first = password().await;
+    assert!(pg_password_is(&user, &first).await, "rotated at creation");
+    let creds = f.read("static-creds/cron").await;
+    assert_eq!(creds["data"]["ttl"], 5 * 3600 + 50 * 60, "{creds}");
+    assert_eq!(creds["data"]["rotation_schedule"], "0 */6 * * *");
+    assert_eq!(creds["data"]["rotation_window"], 3600);
+
+    // A second before the scheduled time: nothing.
+    f.clock.set_ms(at("2031-03-04T05:59:59Z"));
+    f.engine.periodic().await.unwrap();
+    assert_eq!(password().await, first);
+
+    // Half an hour into the window of 06:00: rotated.
+    f.clock.set_ms(at("2031-03-04T06:30:00Z"));
+    f.engine.periodic().await.unwrap();
+    let second = password().await;
+    assert_ne!(second, first);
+    assert!(pg_password_is(&user, &second).await);
+    assert!(!pg_password_is(&user, &first).await);
+    let creds = f.read("static-creds/cron").await;
+    assert_eq!(
+        creds["data"]["last_vault_rotation"],
+        "2031-03-04T06:30:00.000Z"
+    );
+    assert_eq!(creds["data"]["ttl"], 5 * 3600 + 30 * 60);
+
+    // 12:00 passes while nothing runs; at 13:30 its window (to 13:00) is over: no rotation,
+    // the next one is 18:00.
+    f.clock.set_ms(at("2031-03-04T13:30:00Z"));
+    f.engine.periodic().await.unwrap();
+    assert_eq!(password().await, second);
+    assert!(pg_password_is(&user, &second).await);
+    assert_eq!(
+        f.read("static-creds/cron").await["data"]["ttl"],
+        4 * 3600 + 30 * 60
+    );
+    f.clock.set_ms(at("2031-03-04T17:59:00Z"));
+    f.engine.periodic().await.unwrap();
+    assert_eq!(password().await, second);
+
+    // Inside 18:00's window: rotated.
+    f.clock.set_ms(at("2031-03-04T18:00:30Z"));
+    f.engine.periodic().await.unwrap();
+    let third = password().await;
+    assert_ne!(third, second);
+    assert!(pg_password_is(&user, &third).await);
+
+    f.call(Operation::Delete, "static-roles/cron", json!({}))
+        .await
+        .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("DROP ROLE \"{user}\"")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
 }
