@@ -50,6 +50,10 @@ pub enum Error {
     /// Nothing to return for a read: 404 with `{"errors":[]}`.
     #[error("")]
     NotFound,
+    /// Nothing at the path, where upstream says so in words (`policy does not exist`): 404
+    /// with the message.
+    #[error("{0}")]
+    Missing(String),
     /// The request itself could not be read (malformed JSON, body too large, ...).
     #[error("{0}")]
     Rejected(Rejection),
@@ -75,7 +79,9 @@ impl From<EngineError> for Error {
 impl ApiError for Error {
     fn status(&self) -> StatusCode {
         match self {
-            Error::NoHandler(_) | Error::UnsupportedPath | Error::NotFound => StatusCode::NOT_FOUND,
+            Error::NoHandler(_) | Error::UnsupportedPath | Error::NotFound | Error::Missing(_) => {
+                StatusCode::NOT_FOUND
+            }
             Error::UnsupportedOperation => StatusCode::METHOD_NOT_ALLOWED,
             Error::PermissionDenied | Error::Forbidden(_) | Error::MfaDenied(_) => {
                 StatusCode::FORBIDDEN

@@ -79,24 +79,14 @@ async fn a_policy_is_stored_read_listed_generates_matching_passwords_and_is_dele
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _) = call(
-        &app,
-        "GET",
+    for path in [
         "/v1/sys/policies/password/digits",
-        Some(ROOT),
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(
-        &app,
-        "GET",
         "/v1/sys/policies/password/digits/generate",
-        Some(ROOT),
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    ] {
+        let (status, body) = call(&app, "GET", path, Some(ROOT), None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(body, json!({"errors": ["policy does not exist"]}), "{path}");
+    }
 }
 
 #[tokio::test]

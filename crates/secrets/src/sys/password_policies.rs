@@ -11,7 +11,8 @@
 //! Vault's checks on write: a parse error is 400 `invalid password policy: ...`; a length
 //! outside 4..=100 is 400 `passwords must be between 4 and 100 characters`; ten trial
 //! generations must all succeed (400 otherwise, naming the rules impossible or too
-//! restrictive). A missing policy reads and generates as 404.
+//! restrictive). A missing policy reads and generates as upstream's 404
+//! `{"errors":["policy does not exist"]}`.
 //!
 //! Keys (through the barrier): `sys/password_policy/<name>` → `{"version":1,"policy":raw}`.
 //! Invariant: only a policy that parsed and generated is ever stored.
@@ -64,7 +65,7 @@ pub(crate) async fn handle(
             return Err(Error::UnsupportedOperation);
         }
         let Some(policy) = load(state.barrier(), name).await? else {
-            return Err(Error::NotFound);
+            return Err(missing());
         };
         let password = policy.generate().map_err(|err| {
             Error::InvalidParameter(format!("failed to generate password from policy: {err}"))
@@ -79,7 +80,7 @@ pub(crate) async fn handle(
     let key = format!("{KEY_PREFIX}{name}");
     match req.operation {
         Operation::Read => match state.barrier().get(&key).await? {
-            None => Err(Error::NotFound),
+            None => Err(missing()),
             Some(bytes) => {
                 let stored = decode(&key, &bytes)?;
                 let mut data = Data::new();
@@ -114,6 +115,11 @@ pub(crate) async fn handle(
         }
         Operation::List | Operation::Patch => Err(Error::UnsupportedOperation),
     }
+}
+
+/// Upstream's 404 for a policy that is not there (read and generate alike).
+fn missing() -> Error {
+    Error::Missing("policy does not exist".to_owned())
 }
 
 /// Vault's write-time checks: parses, length bounds, ten trial generations.
