@@ -75,7 +75,8 @@ pub(crate) fn terminated(result: &ExitResult) -> TaskEvent {
     event.signal = result.signal;
     event = detail(event, "exit_code", result.exit_code.to_string());
     event = detail(event, "signal", result.signal.to_string());
-    event = detail(event, "oom_killed", "false");
+    let oom_killed = result.message.as_deref() == Some(crate::driver::OOM_KILLED);
+    event = detail(event, "oom_killed", oom_killed.to_string());
     if let Some(message) = &result.message {
         event.message = message.clone();
         event = detail(event, "exit_message", message.clone());

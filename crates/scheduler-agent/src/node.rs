@@ -81,6 +81,26 @@ pub(crate) fn fingerprint(config: &AgentConfig, identity: &NodeIdentity) -> Node
         },
     );
 
+    // The exec driver is detected when this host can isolate tasks (docs/design.md §D5).
+    let exec_problem = crate::driver::exec::unavailable_reason();
+    if exec_problem.is_none() {
+        attr("driver.exec", "1".to_owned());
+    }
+    drivers.insert(
+        crate::driver::EXEC.to_owned(),
+        DriverInfo {
+            attributes: if exec_problem.is_none() {
+                BTreeMap::from([("driver.exec".to_owned(), "1".to_owned())])
+            } else {
+                BTreeMap::new()
+            },
+            detected: exec_problem.is_none(),
+            healthy: exec_problem.is_none(),
+            health_description: exec_problem.unwrap_or_else(|| "Healthy".to_owned()),
+            update_time: Some(now_rfc3339()),
+        },
+    );
+
     let cores = i64::try_from(host.cores).unwrap_or(i64::MAX);
     Node {
         id: identity.id.clone(),

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::raw_exec::{self, LaunchSpec};
-use crate::driver::{ExitResult, ProcessHandle, RAW_EXEC, parse_signal};
+use crate::driver::{self, EXEC, ExitResult, ProcessHandle, RAW_EXEC, parse_signal};
 use crate::env::{EnvInputs, TaskEnv};
 use crate::events;
 use crate::handles::{ControlError, TaskCommand};
@@ -378,15 +378,15 @@ impl TaskRunner {
         }
         self.record.local.dir_built = true;
 
-        if self.ctx.task.driver != RAW_EXEC {
+        if !driver::is_known(&self.ctx.task.driver) {
             let message = format!(
-                "failed to find driver {:?}: this client only runs {RAW_EXEC}",
+                "failed to find driver {:?}: this client runs {RAW_EXEC} and {EXEC}",
                 self.ctx.task.driver
             );
             self.emit(events::driver_failure(&message));
             return Err(false);
         }
-        let config = match raw_exec::parse_config(&self.ctx.task.config) {
+        let config = match driver::parse_config(&self.ctx.task) {
             Ok(config) => config,
             Err(error) => {
                 self.emit(events::failed_validation(&error));
@@ -401,15 +401,17 @@ impl TaskRunner {
             self.emit(events::failed_validation(&message));
             return Err(false);
         };
+        let (alloc_dir, local_dir, secrets_dir) =
+            driver::task_paths(&self.ctx.task.driver, &self.ctx.dirs);
         let env = TaskEnv::build(&EnvInputs {
             alloc: &self.ctx.alloc,
             job: &self.ctx.job,
             group,
             task: &self.ctx.task,
             node: &self.ctx.node,
-            alloc_dir: &self.ctx.dirs.shared,
-            local_dir: &self.ctx.dirs.local,
-            secrets_dir: &self.ctx.dirs.secrets,
+            alloc_dir: &alloc_dir,
+            local_dir: &local_dir,
+            secrets_dir: &secrets_dir,
             host_env: &self.ctx.host_env,
         });
         let spec = LaunchSpec {
@@ -425,7 +427,13 @@ impl TaskRunner {
             stderr: self.ctx.dirs.stderr.clone(),
             exit_file: self.ctx.dirs.exit_file.clone(),
         };
-        match raw_exec::start(&spec, self.ctx.poll_interval) {
+        match driver::start(
+            &self.ctx.task,
+            &self.ctx.alloc.id,
+            &self.ctx.dirs,
+            &spec,
+            self.ctx.poll_interval,
+        ) {
             Ok(process) => {
                 self.record.local.pid = Some(process.pid());
                 self.record.local.start_time = Some(process.start_time());

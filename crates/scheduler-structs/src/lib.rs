@@ -22,12 +22,14 @@ mod eval;
 mod job;
 mod node;
 mod resources;
+mod services;
 
 pub use alloc::*;
 pub use eval::*;
 pub use job::*;
 pub use node::*;
 pub use resources::*;
+pub use services::*;
 
 /// Nanoseconds, the unit of every duration on the wire.
 pub type Nanos = i64;

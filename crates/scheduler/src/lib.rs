@@ -37,8 +37,10 @@ mod meta;
 mod metrics;
 mod namespaces;
 mod nodes;
+mod pause;
 mod placement;
 mod routes;
+mod services;
 mod state;
 mod tasks;
 
@@ -122,6 +124,8 @@ struct Inner {
     store: StateStore,
     broker: Broker,
     heartbeats: Heartbeats,
+    /// Service registrations, check results and pause overrides reported by clients.
+    runtime: Arc<services::Runtime>,
     /// Cancelled when the server stops (ends blocking queries early).
     shutdown: CancellationToken,
 }
@@ -141,6 +145,7 @@ impl State {
                 store,
                 broker,
                 heartbeats: Heartbeats::default(),
+                runtime: Arc::default(),
                 shutdown: CancellationToken::new(),
             }),
         })
@@ -161,6 +166,14 @@ impl State {
 
     pub(crate) fn heartbeats(&self) -> &Heartbeats {
         &self.inner.heartbeats
+    }
+
+    pub(crate) fn runtime(&self) -> &services::Runtime {
+        &self.inner.runtime
+    }
+
+    pub(crate) fn runtime_arc(&self) -> &Arc<services::Runtime> {
+        &self.inner.runtime
     }
 
     pub(crate) fn config(&self) -> &Config {

@@ -7,7 +7,10 @@
 use axum::Router;
 use axum::routing::{get, post, put};
 
-use crate::{Error, State, acl, agent, allocations, client_rpc, jobs, metrics, namespaces, nodes};
+use crate::{
+    Error, State, acl, agent, allocations, client_rpc, jobs, metrics, namespaces, nodes, pause,
+    services,
+};
 
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-scheduler-", "x-nomad-")];
@@ -53,6 +56,26 @@ pub fn router(state: State) -> Router {
         .route(
             "/v1/evaluation/{eval_id}",
             get(allocations::read_evaluation),
+        )
+        // Services, checks and pause overrides (services.rs, pause.rs):
+        .route("/v1/services", get(services::list))
+        .route("/v1/service/{name}", get(services::read))
+        .route(
+            "/v1/allocation/{alloc_id}/services",
+            get(services::for_alloc),
+        )
+        .route("/v1/allocation/{alloc_id}/checks", get(services::checks))
+        .route(
+            "/v1/client/allocation/{alloc_id}/pause",
+            get(pause::read).post(pause::write).put(pause::write),
+        )
+        .route(
+            "/v1/internal/node/{node_id}/runtime",
+            put(services::report).post(services::report),
+        )
+        .route(
+            "/v1/internal/node/{node_id}/overrides",
+            get(pause::for_node),
         )
         // Nodes and node pools (nodes.rs):
         .route("/v1/nodes", get(nodes::list))

@@ -1,18 +1,92 @@
-//! Task drivers. Only `raw_exec` exists: it runs the task as a process of the agent's user,
-//! without isolation (see [`raw_exec`]).
+//! Task drivers: `raw_exec` runs the task as a process of the agent's user, without isolation
+//! (see [`raw_exec`]); `exec` runs it in its own mount, PID and IPC namespaces with the task
+//! directory as root and cgroup limits (see [`exec`] and [`cgroups`]). Both share raw_exec's
+//! wrapper design, so one [`ProcessHandle`] serves them.
 //!
 //! What a driver hands the task runner is a [`ProcessHandle`]: something that can be waited on,
 //! signalled and killed, whether the agent started the process or re-attached to it after a
 //! restart. The later `signal`/`restart`/`exec` endpoints reach a task through that handle.
 
+pub(crate) mod cgroups;
+pub(crate) mod exec;
 pub(crate) mod raw_exec;
 
 pub(crate) use raw_exec::ProcessHandle;
 
-use nix::sys::signal::Signal;
+use std::path::PathBuf;
+use std::time::Duration;
 
-/// The name of the one driver this client has.
+use nix::sys::signal::Signal;
+use scheduler_structs::Task;
+
+use crate::state::TaskDirs;
+
+/// The unisolated driver.
 pub(crate) const RAW_EXEC: &str = "raw_exec";
+/// The isolated driver (Linux, root).
+pub(crate) const EXEC: &str = "exec";
+
+/// The exit message of a task the kernel's OOM killer ended (its `Terminated` event says so).
+pub(crate) const OOM_KILLED: &str = "OOM Killed";
+
+/// Whether this client knows `driver`.
+pub(crate) fn is_known(driver: &str) -> bool {
+    driver == RAW_EXEC || driver == EXEC
+}
+
+/// The directories as the task sees them (`NOMAD_ALLOC_DIR`, `NOMAD_TASK_DIR`,
+/// `NOMAD_SECRETS_DIR`): the host paths for raw_exec, the paths inside the root for exec.
+pub(crate) fn task_paths(driver: &str, dirs: &TaskDirs) -> (PathBuf, PathBuf, PathBuf) {
+    if driver == EXEC {
+        (
+            PathBuf::from("/alloc"),
+            PathBuf::from("/local"),
+            PathBuf::from("/secrets"),
+        )
+    } else {
+        (
+            dirs.shared.clone(),
+            dirs.local.clone(),
+            dirs.secrets.clone(),
+        )
+    }
+}
+
+/// Decodes the task's config for its driver; the error is a `Failed Validation` message.
+pub(crate) fn parse_config(task: &Task) -> Result<raw_exec::RawExecConfig, String> {
+    if task.driver == EXEC {
+        exec::parse_config(&task.config).map(|(config, _, _)| config)
+    } else {
+        raw_exec::parse_config(&task.config)
+    }
+}
+
+/// Launches `spec` with the task's driver.
+pub(crate) fn start(
+    task: &Task,
+    alloc_id: &str,
+    dirs: &TaskDirs,
+    spec: &raw_exec::LaunchSpec,
+    poll_interval: Duration,
+) -> Result<ProcessHandle, String> {
+    if task.driver != EXEC {
+        return raw_exec::start(spec, poll_interval);
+    }
+    let (_, host_pid, host_ipc) = exec::parse_config(&task.config)?;
+    let isolation = exec::Isolation {
+        cgroup_name: format!("cairn-{alloc_id}-{}", task.name),
+        limits: cgroups::Limits {
+            cpu_mhz: task.resources.cpu,
+            memory_mb: task.resources.memory_mb,
+            memory_max_mb: task.resources.memory_max_mb,
+        },
+        shared_dir: dirs.shared.clone(),
+        user: task.user.clone(),
+        host_pid,
+        host_ipc,
+    };
+    raw_exec::launch(spec, poll_interval, Some(&isolation))
+}
 
 /// How a task's process ended (Nomad's `drivers.ExitResult`).
 #[derive(Debug, Clone, PartialEq, Eq)]

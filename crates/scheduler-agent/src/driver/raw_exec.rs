@@ -163,6 +163,8 @@ pub(crate) struct ProcessHandle {
     poll_interval: Duration,
     exited: Option<ExitResult>,
     sent_sigkill: bool,
+    /// The `exec` driver's cgroups, removed once the process is gone.
+    cgroups: Option<super::cgroups::TaskCgroups>,
 }
 
 #[derive(Debug)]
@@ -175,6 +177,15 @@ enum Source {
 
 /// Starts the task; errors are the `DriverError` of a `Driver Failure` event.
 pub(crate) fn start(spec: &LaunchSpec, poll_interval: Duration) -> Result<ProcessHandle, String> {
+    launch(spec, poll_interval, None)
+}
+
+/// Starts the task unisolated (`isolation` `None`) or in the `exec` driver's sandbox.
+pub(crate) fn launch(
+    spec: &LaunchSpec,
+    poll_interval: Duration,
+    isolation: Option<&super::exec::Isolation>,
+) -> Result<ProcessHandle, String> {
     let launch_error = |error: String| format!("failed to launch command with executor: {error}");
     let binary =
         lookup_binary(&spec.task_dir, &spec.command, spec.env.get("PATH")).map_err(launch_error)?;
@@ -182,7 +193,7 @@ pub(crate) fn start(spec: &LaunchSpec, poll_interval: Duration) -> Result<Proces
         .work_dir
         .clone()
         .unwrap_or_else(|| spec.task_dir.clone());
-    if !cwd.is_dir() {
+    if isolation.is_none() && !cwd.is_dir() {
         return Err(launch_error(format!(
             "working directory {} does not exist",
             cwd.display()
@@ -200,25 +211,42 @@ pub(crate) fn start(spec: &LaunchSpec, poll_interval: Duration) -> Result<Proces
     let stdout = open_log(&spec.stdout).map_err(launch_error)?;
     let stderr = open_log(&spec.stderr).map_err(launch_error)?;
 
-    let mut command = tokio::process::Command::new("/bin/sh");
+    let (mut command, cgroups) = match isolation {
+        None => {
+            let mut command = tokio::process::Command::new("/bin/sh");
+            command
+                .arg("-c")
+                .arg(WRAPPER)
+                .arg(WRAPPER_NAME)
+                .arg(&spec.exit_file)
+                .arg(&binary)
+                .args(&spec.args)
+                .current_dir(&cwd);
+            (command, None)
+        }
+        Some(isolation) => {
+            let (command, cgroups) =
+                super::exec::command(spec, isolation, &binary).map_err(launch_error)?;
+            (command, Some(cgroups))
+        }
+    };
     command
-        .arg("-c")
-        .arg(WRAPPER)
-        .arg(WRAPPER_NAME)
-        .arg(&spec.exit_file)
-        .arg(&binary)
-        .args(&spec.args)
         .env_clear()
         .envs(&spec.env)
-        .current_dir(&cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .process_group(0)
         .kill_on_drop(false);
-    let child = command
-        .spawn()
-        .map_err(|error| launch_error(error.to_string()))?;
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            if let Some(cgroups) = &cgroups {
+                super::cgroups::remove(cgroups);
+            }
+            return Err(launch_error(error.to_string()));
+        }
+    };
     let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) else {
         return Err(launch_error("the process has no pid".to_owned()));
     };
@@ -234,19 +262,30 @@ pub(crate) fn start(spec: &LaunchSpec, poll_interval: Duration) -> Result<Proces
         poll_interval,
         exited: None,
         sent_sigkill: false,
+        cgroups,
     })
 }
 
 /// The exit of a task that ended while no agent watched it: the exit file, or unknown.
 pub(crate) fn exit_of_vanished(exit_file: &Path) -> ExitResult {
-    read_exit_file(exit_file).map_or_else(
+    let oom = super::cgroups::load_list(exit_file).is_some_and(|cgroups| {
+        let oom = super::cgroups::oom_killed(&cgroups);
+        super::cgroups::remove(&cgroups);
+        let _ = std::fs::remove_file(super::cgroups::list_file(exit_file));
+        oom
+    });
+    let mut result = read_exit_file(exit_file).map_or_else(
         || {
             ExitResult::unknown(
                 "the task exited while the agent was not running; its exit status is unknown",
             )
         },
         ExitResult::from_shell_status,
-    )
+    );
+    if oom && result.message.is_none() {
+        result.message = Some(super::OOM_KILLED.to_owned());
+    }
+    result
 }
 
 impl ProcessHandle {
@@ -261,6 +300,7 @@ impl ProcessHandle {
         if !is_alive(pid, start_time) {
             return None;
         }
+        let cgroups = super::cgroups::load_list(&exit_file);
         Some(ProcessHandle {
             pid,
             start_time,
@@ -269,6 +309,7 @@ impl ProcessHandle {
             poll_interval,
             exited: None,
             sent_sigkill: false,
+            cgroups,
         })
     }
 
@@ -307,6 +348,14 @@ impl ProcessHandle {
         };
         // Destroy whatever the task left behind in its process group.
         let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let mut result = result;
+        if let Some(cgroups) = self.cgroups.take() {
+            if super::cgroups::oom_killed(&cgroups) && result.message.is_none() {
+                result.message = Some(super::OOM_KILLED.to_owned());
+            }
+            super::cgroups::remove(&cgroups);
+            let _ = std::fs::remove_file(super::cgroups::list_file(&self.exit_file));
+        }
         self.exited = Some(result.clone());
         result
     }
@@ -385,7 +434,11 @@ fn read_exit_file(path: &Path) -> Option<i64> {
 }
 
 /// Upstream's `lookupBin`: `<task>/local/<bin>`, `<task>/<bin>`, an absolute path, then `PATH`.
-fn lookup_binary(task_dir: &Path, command: &str, path: Option<&String>) -> Result<PathBuf, String> {
+pub(super) fn lookup_binary(
+    task_dir: &Path,
+    command: &str,
+    path: Option<&String>,
+) -> Result<PathBuf, String> {
     let not_found = || format!("binary {command:?} could not be found");
     let relative = Path::new(command);
     if relative.is_absolute() {
