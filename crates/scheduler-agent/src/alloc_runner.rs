@@ -11,10 +11,14 @@
 //!   `FinishedAt`;
 //! - a status is queued only when it differs from the last one queued (the first one after a
 //!   restart is always queued, so a status the server missed is sent again);
-//! - on agent shutdown it returns without touching the tasks' processes.
+//! - on agent shutdown it returns without touching the tasks' processes;
+//! - a stop waits out the group's `shutdown_delay` before any task is killed, and each task's
+//!   own `shutdown_delay` is waited by its runner after `Killing`; a stop with
+//!   `no_shutdown_delay` skips both (the tasks say so with `Skipping shutdown delay`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use scheduler_structs::{
     ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED, ALLOC_CLIENT_PENDING, ALLOC_CLIENT_RUNNING,
@@ -29,7 +33,7 @@ use crate::events;
 use crate::handles::TaskCommand;
 use crate::state::{AllocRecord, TaskRecord, is_safe_component};
 use crate::task_runner::{TaskContext, TaskRunner, TaskUpdate};
-use crate::time::now_rfc3339;
+use crate::time::{duration_of, now_rfc3339};
 
 /// What the allocation watcher tells a runner.
 #[derive(Debug)]
@@ -57,24 +61,39 @@ struct Slot {
     commands: mpsc::UnboundedSender<TaskCommand>,
     record: TaskRecord,
     leader: bool,
-    kill_timeout: std::time::Duration,
+    kill_timeout: Duration,
+    /// The task's `shutdown_delay`.
+    shutdown_delay: Duration,
     kill_sent: bool,
 }
 
 impl Slot {
     /// Sends the task its kill, once: `first` (if any), then `Killing` unless the task has
-    /// already finished.
-    fn kill(&mut self, first: Option<TaskEvent>) {
+    /// already finished, then its shutdown delay's event (waited, or skipped when
+    /// `skip_delay`).
+    fn kill(&mut self, first: Option<TaskEvent>, skip_delay: bool) {
         if self.kill_sent || self.record.state.state == TASK_STATE_DEAD {
             return;
         }
         let mut list = Vec::new();
         list.extend(first);
+        let mut delay = Duration::ZERO;
         if self.record.state.finished_at.is_none() {
             list.push(events::killing(self.kill_timeout));
+            if !self.shutdown_delay.is_zero() && self.record.state.state == TASK_STATE_RUNNING {
+                if skip_delay {
+                    list.push(events::skipping_shutdown_delay(self.shutdown_delay));
+                } else {
+                    list.push(events::waiting_shutdown_delay(self.shutdown_delay));
+                    delay = self.shutdown_delay;
+                }
+            }
         }
         self.kill_sent = true;
-        let _ = self.commands.send(TaskCommand::Kill { events: list });
+        let _ = self.commands.send(TaskCommand::Kill {
+            events: list,
+            delay,
+        });
     }
 }
 
@@ -87,6 +106,8 @@ pub(crate) struct AllocRunner {
     /// Tasks are being killed (stop, sibling failure or destroy); no new kill decisions.
     killing: bool,
     destroying: bool,
+    /// A stop waiting out the group's `shutdown_delay`: when it ends, the tasks are killed.
+    stop_at: Option<tokio::time::Instant>,
     last_sent: Option<AllocClientUpdate>,
 }
 
@@ -117,6 +138,7 @@ impl AllocRunner {
             slots: BTreeMap::new(),
             killing: false,
             destroying: false,
+            stop_at: None,
             last_sent: None,
         }
     }
@@ -150,8 +172,13 @@ impl AllocRunner {
         let shutdown = self.shared.shutdown.clone();
         let mut detached = false;
         loop {
+            let stop_at = self.stop_at;
             tokio::select! {
                 () = shutdown.cancelled(), if !detached => detached = true,
+                () = sleep_until(stop_at), if stop_at.is_some() => {
+                    self.stop_at = None;
+                    self.kill_live(None);
+                }
                 Some(update) = updates.recv() => self.on_task_update(update),
                 Some(command) = commands.recv() => self.apply_command(command),
                 joined = runners.join_next() => match joined {
@@ -243,10 +270,11 @@ impl AllocRunner {
                 record,
                 leader: task.leader,
                 kill_timeout: ctx.kill_timeout(),
+                shutdown_delay: duration_of(task.shutdown_delay),
                 kill_sent: false,
             };
             if stop {
-                slot.kill(None);
+                slot.kill(None, true);
             }
             self.slots.insert(task.name.clone(), slot);
             let runner = TaskRunner::new(ctx, restored);
@@ -270,13 +298,19 @@ impl AllocRunner {
                 if stop && !self.killing {
                     tracing::info!(alloc_id = %self.alloc.id, desired = %self.alloc.desired_status, "stopping allocation");
                     self.killing = true;
-                    self.kill_live(None);
+                    let delay = self.group_shutdown_delay();
+                    if !delay.is_zero() && !self.skip_shutdown_delay() {
+                        self.stop_at = Some(tokio::time::Instant::now() + delay);
+                    } else {
+                        self.kill_live(None);
+                    }
                 }
             }
             AllocCommand::Destroy => {
                 tracing::info!(alloc_id = %self.alloc.id, "allocation garbage-collected; destroying it");
                 self.destroying = true;
                 self.killing = true;
+                self.stop_at = None;
                 self.kill_live(None);
             }
         }
@@ -320,9 +354,25 @@ impl AllocRunner {
 
     /// Sends a kill to every task not yet dead (see [`Slot::kill`]).
     fn kill_live(&mut self, first: Option<TaskEvent>) {
+        let skip_delay = self.skip_shutdown_delay() || self.destroying;
         for slot in self.slots.values_mut() {
-            slot.kill(first.clone());
+            slot.kill(first.clone(), skip_delay);
         }
+    }
+
+    /// The group's `shutdown_delay`.
+    fn group_shutdown_delay(&self) -> Duration {
+        self.alloc
+            .job
+            .as_deref()
+            .and_then(|job| job.task_group(&self.alloc.task_group))
+            .and_then(|group| group.shutdown_delay)
+            .map_or(Duration::ZERO, duration_of)
+    }
+
+    /// Whether the stop asked to skip shutdown delays (`no_shutdown_delay`).
+    fn skip_shutdown_delay(&self) -> bool {
+        self.alloc.desired_transition.no_shutdown_delay == Some(true)
     }
 
     fn refresh_status(&mut self) {
@@ -423,6 +473,14 @@ pub(crate) fn client_status(states: &BTreeMap<String, TaskState>) -> (&'static s
         (ALLOC_CLIENT_COMPLETE, "All tasks have completed")
     } else {
         (ALLOC_CLIENT_PENDING, "No tasks have started")
+    }
+}
+
+/// Sleeps until `at`, or forever when there is no deadline.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -19,6 +19,11 @@ use crate::driver::ExitResult;
 use crate::restarts::REASON_WITHIN_POLICY;
 use crate::time::nanos_of;
 
+/// `structs.TaskWaitingShuttingDownDelay`.
+pub(crate) const EVENT_WAITING_SHUTDOWN_DELAY: &str = "Waiting for shutdown delay";
+/// `structs.TaskSkippingShutdownDelay`.
+pub(crate) const EVENT_SKIPPING_SHUTDOWN_DELAY: &str = "Skipping shutdown delay";
+
 /// `structs.TaskBuildingTaskDir`, the message of the first `Task Setup` event.
 pub(crate) const BUILDING_TASK_DIR: &str = "Building Task Directory";
 
@@ -107,6 +112,26 @@ pub(crate) fn killing(timeout: Duration) -> TaskEvent {
     let mut event = new_event(EVENT_KILLING);
     event.kill_timeout = nanos_of(timeout);
     detail(event, "kill_timeout", format_go_std(timeout))
+}
+
+/// `Waiting for shutdown delay` (before the kill of a task with a `shutdown_delay`).
+pub(crate) fn waiting_shutdown_delay(delay: Duration) -> TaskEvent {
+    let mut event = new_event(EVENT_WAITING_SHUTDOWN_DELAY);
+    event.message = format!(
+        "Waiting for shutdown_delay of {} before killing the task.",
+        format_go_std(delay)
+    );
+    event
+}
+
+/// `Skipping shutdown delay` (the stop asked for `no_shutdown_delay`).
+pub(crate) fn skipping_shutdown_delay(delay: Duration) -> TaskEvent {
+    let mut event = new_event(EVENT_SKIPPING_SHUTDOWN_DELAY);
+    event.message = format!(
+        "Skipping shutdown_delay of {} before killing the task.",
+        format_go_std(delay)
+    );
+    event
 }
 
 pub(crate) fn killed(kill_error: Option<&str>) -> TaskEvent {

@@ -1,10 +1,12 @@
-//! The handle map through which the client's allocation endpoints (signal, restart, and later
-//! exec) reach running tasks: allocation ID → task name → the task runner's command channel.
+//! The handle map through which the client's allocation endpoints (signal, restart, exec) reach
+//! running tasks: allocation ID → task name → the task runner's command channel.
 //!
 //! Invariants: an allocation is present exactly while its alloc runner runs; every operation is
 //! answered by the task runner itself (which emits the task event and acts on its process), so
 //! a caller never races the runner's own state machine. Error texts are upstream's
-//! (`Unknown allocation "<id>"`, `Task not found`, `Task not running`).
+//! (`Unknown allocation "<id>"`, `Task not found`, `Task not running`); a signal name that
+//! names no signal is refused before any task sees it (`invalid signal`, a 400, where
+//! upstream's raw_exec would send SIGINT).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,12 +21,32 @@ use crate::events;
 pub const REASON_RESTART_TASK: &str = "User requested task to restart";
 /// `RestartReason` of a user restart of every running task.
 pub const REASON_RESTART_RUNNING: &str = "User requested running tasks to restart";
+/// `RestartReason` of a user restart with `AllTasks`.
+pub const REASON_RESTART_ALL: &str = "User requested all tasks to restart";
+
+/// What an exec session needs of a running task: how its process was started.
+#[derive(Debug, Clone)]
+pub(crate) struct ExecTarget {
+    /// The task's driver (`raw_exec` or `exec`).
+    pub(crate) driver: String,
+    /// The task's environment.
+    pub(crate) env: Vec<(String, String)>,
+    /// The task directory (the process's working directory under raw_exec).
+    pub(crate) task_dir: std::path::PathBuf,
+    /// The task's process (its namespaces are entered under `exec`).
+    pub(crate) pid: i32,
+}
 
 /// What the alloc runner (or a control endpoint) asks of a task runner.
 #[derive(Debug)]
 pub(crate) enum TaskCommand {
-    /// Kill the task for good, first emitting `events` (e.g. `Sibling Task Failed`, `Killing`).
-    Kill { events: Vec<TaskEvent> },
+    /// Kill the task for good, first emitting `events` (e.g. `Sibling Task Failed`, `Killing`,
+    /// `Waiting for shutdown delay`) and then waiting `delay` (the task's `shutdown_delay`)
+    /// unless the process ends first.
+    Kill {
+        events: Vec<TaskEvent>,
+        delay: std::time::Duration,
+    },
     /// Send a signal to the running process.
     Signal {
         signal: String,
@@ -34,6 +56,10 @@ pub(crate) enum TaskCommand {
     Restart {
         event: Box<TaskEvent>,
         reply: oneshot::Sender<Result<(), ControlError>>,
+    },
+    /// Describe the running process for an exec session.
+    Exec {
+        reply: oneshot::Sender<Result<ExecTarget, ControlError>>,
     },
 }
 
@@ -47,8 +73,25 @@ pub enum ControlError {
     UnknownTask,
     #[error("Task not running")]
     NotRunning,
+    /// A signal name that names no signal (a 400).
+    #[error("invalid signal: {0}")]
+    InvalidSignal(String),
     #[error("{0}")]
     Failed(String),
+}
+
+impl ControlError {
+    /// The HTTP status the client endpoints answer with. Upstream answers an unknown
+    /// allocation 404 and every other client error 500; here only a failure to act on a
+    /// process is a 500: an unknown task is a 404, an invalid signal or a task that is not
+    /// running a 400.
+    pub fn status(&self) -> u16 {
+        match self {
+            ControlError::UnknownAllocation(_) | ControlError::UnknownTask => 404,
+            ControlError::InvalidSignal(_) | ControlError::NotRunning => 400,
+            ControlError::Failed(_) => 500,
+        }
+    }
 }
 
 /// Cloneable access to the running allocations' tasks.
@@ -67,8 +110,8 @@ impl AllocControls {
         ids
     }
 
-    /// Sends `signal` (a name like `SIGHUP`; unknown names become SIGINT, as upstream's
-    /// raw_exec does) to one task, or to every task when `task` is `None`.
+    /// Sends `signal` (a name like `SIGHUP` or `HUP`; a name that is no signal is refused) to
+    /// one task, or to every task when `task` is `None`.
     pub async fn signal(
         &self,
         alloc_id: &str,
@@ -76,6 +119,9 @@ impl AllocControls {
         signal: &str,
     ) -> Result<(), ControlError> {
         let targets = self.targets(alloc_id, task)?;
+        if crate::driver::parse_signal(signal).is_none() {
+            return Err(ControlError::InvalidSignal(signal.to_owned()));
+        }
         let mut first_error = None;
         for (name, sender) in targets {
             let (reply, answer) = oneshot::channel();
@@ -100,11 +146,22 @@ impl AllocControls {
     /// (tasks not running are skipped). Not counted against the restart policy. Returns once
     /// the old process is gone.
     pub async fn restart(&self, alloc_id: &str, task: Option<&str>) -> Result<(), ControlError> {
+        self.restart_tasks(alloc_id, task, false).await
+    }
+
+    /// [`AllocControls::restart`], with `AllTasks`: `all` only changes the reason, as this
+    /// client runs no lifecycle tasks that would have finished and be run again.
+    pub async fn restart_tasks(
+        &self,
+        alloc_id: &str,
+        task: Option<&str>,
+        all: bool,
+    ) -> Result<(), ControlError> {
         let targets = self.targets(alloc_id, task)?;
-        let reason = if task.is_some() {
-            REASON_RESTART_TASK
-        } else {
-            REASON_RESTART_RUNNING
+        let reason = match (task, all) {
+            (Some(_), _) => REASON_RESTART_TASK,
+            (None, true) => REASON_RESTART_ALL,
+            (None, false) => REASON_RESTART_RUNNING,
         };
         for (name, sender) in targets {
             let (reply, answer) = oneshot::channel();
@@ -124,6 +181,28 @@ impl AllocControls {
             }
         }
         Ok(())
+    }
+
+    /// Whether the allocation's runner runs (its tasks may still write logs).
+    pub(crate) fn is_live(&self, alloc_id: &str) -> bool {
+        self.lock().contains_key(alloc_id)
+    }
+
+    /// How a running task's process was started, for an exec session.
+    pub(crate) async fn exec_target(
+        &self,
+        alloc_id: &str,
+        task: &str,
+    ) -> Result<ExecTarget, ControlError> {
+        let targets = self.targets(alloc_id, Some(task))?;
+        let Some((_, sender)) = targets.into_iter().next() else {
+            return Err(ControlError::UnknownTask);
+        };
+        let (reply, answer) = oneshot::channel();
+        if sender.send(TaskCommand::Exec { reply }).is_err() {
+            return Err(ControlError::NotRunning);
+        }
+        answer.await.unwrap_or(Err(ControlError::NotRunning))
     }
 
     pub(crate) fn insert(&self, alloc_id: &str, tasks: AllocTasks) {

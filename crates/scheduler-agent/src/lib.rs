@@ -13,7 +13,10 @@
 //! process itself from `driver/raw_exec.rs` with `env.rs` building its environment and
 //! `restarts.rs` deciding restarts) and `updater.rs` (batched status reports). `state.rs`
 //! persists what a restarted agent needs; `handles.rs` is the map through which the client
-//! allocation endpoints (signal, restart) reach running tasks.
+//! allocation endpoints (signal, restart, exec) reach running tasks. A fourth loop,
+//! `calls.rs`, long-polls the server for the calls its client endpoints make (signal,
+//! restart, `exec/` sessions, `fs.rs` files and logs) and answers each over a connection it
+//! dials back, so the agent needs no listener of its own.
 //!
 //! Invariants:
 //! - nothing outlives `run`: every spawned task lives in a `JoinSet` owned (transitively) by
@@ -26,9 +29,12 @@
 mod alloc_runner;
 mod alloc_watcher;
 mod backoff;
+mod calls;
 mod driver;
 mod env;
 mod events;
+mod exec;
+mod fs;
 mod handles;
 mod node;
 mod restarts;
@@ -47,7 +53,9 @@ use scheduler_structs::{AllocClientUpdate, Node};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use handles::{AllocControls, ControlError, REASON_RESTART_RUNNING, REASON_RESTART_TASK};
+pub use handles::{
+    AllocControls, ControlError, REASON_RESTART_ALL, REASON_RESTART_RUNNING, REASON_RESTART_TASK,
+};
 
 use server_client::ServerClient;
 use state::StateDir;
@@ -216,8 +224,15 @@ impl Agent {
             .await;
             updater_stop.cancel();
         };
+        let calls = calls::run(
+            shared.clone(),
+            self.client.clone(),
+            epoch_tx.subscribe(),
+            self.config.alloc_query_wait,
+        );
         tokio::join!(
             node::maintain(&self.client, &self.node, &epoch_tx, &shutdown),
+            calls,
             updater::run(
                 &self.client,
                 updates_rx,

@@ -5,7 +5,10 @@
 //! - `PUT /v1/internal/node/:id/heartbeat` → `{"HeartbeatTTL": ns}` (404: re-register);
 //! - `GET /v1/internal/node/:id/allocations?index=N&wait=30s` (blocking) →
 //!   `{"Allocs": [Allocation with Job], "Index": n}`;
-//! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`.
+//! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`;
+//! - `GET /v1/internal/node/:id/calls?wait=30s` (long poll) → `{"Calls": [ClientCall]}`;
+//! - `GET /v1/internal/node/:id/call/:call_id` upgraded to `cairn-call`: the tunnel that
+//!   answers one call (see `calls.rs`).
 //!
 //! Invariants: a transport failure moves on to the next configured server; malformed data is
 //! an error value, never a panic; one allocation the agent cannot decode does not hide the
@@ -20,6 +23,9 @@ use serde_json::Value;
 
 /// The header carrying the node's secret.
 const TOKEN_HEADER: &str = "X-Nomad-Token";
+
+/// The `Upgrade` protocol of a call's tunnel.
+const CALL_PROTOCOL: &str = "cairn-call";
 
 /// Timeout of the non-blocking calls.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -191,6 +197,69 @@ impl ServerClient {
             }
         }
         Ok(result)
+    }
+
+    /// The calls the server has for this client, waiting up to `wait` for one.
+    pub(crate) async fn calls(
+        &self,
+        node_id: &str,
+        wait: Duration,
+    ) -> Result<Vec<crate::calls::ClientCall>, ServerError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Calls {
+            #[serde(default)]
+            calls: Option<Vec<crate::calls::ClientCall>>,
+        }
+        let path = format!(
+            "/v1/internal/node/{node_id}/calls?wait={}",
+            stdx::duration::format_go_std(wait)
+        );
+        let bytes = self
+            .call(
+                reqwest::Method::GET,
+                &path,
+                &self.secret,
+                None,
+                wait + BLOCKING_SLACK,
+            )
+            .await?;
+        Ok(decode::<Calls>(&bytes)?.calls.unwrap_or_default())
+    }
+
+    /// Dials back for call `call_id`: the upgraded connection is the call's tunnel. It goes to
+    /// the server the calls came from (the current one).
+    pub(crate) async fn dial_back(
+        &self,
+        node_id: &str,
+        call_id: &str,
+    ) -> Result<reqwest::Upgraded, ServerError> {
+        let at = self.current.load(Ordering::Relaxed) % self.servers.len();
+        let server = &self.servers[at];
+        let transport = |error: reqwest::Error| ServerError::Transport {
+            server: server.clone(),
+            error: error.to_string(),
+        };
+        let response = self
+            .http
+            .get(format!(
+                "{server}/v1/internal/node/{node_id}/call/{call_id}"
+            ))
+            .header(TOKEN_HEADER, &self.secret)
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(reqwest::header::UPGRADE, CALL_PROTOCOL)
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status();
+        if status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+            let body = response.text().await.unwrap_or_default();
+            return Err(ServerError::Status {
+                status: status.as_u16(),
+                body: body.trim().chars().take(500).collect(),
+            });
+        }
+        response.upgrade().await.map_err(transport)
     }
 
     pub(crate) async fn update_allocations(

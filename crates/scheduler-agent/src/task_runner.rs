@@ -12,14 +12,18 @@
 //!   (dead, failed) or nothing more (batch success: dead);
 //! - start failure: `Driver Failure` / `Failed Validation`, then `Not Restarting` ("Error was
 //!   unrecoverable");
-//! - kill: (`Sibling Task Failed`), `Killing` (both from the alloc runner), `Terminated`,
-//!   `Killed`; a task killed while waiting to restart just goes dead;
-//! - user restart: `Restart Signaled`, `Terminated`, `Restarting` (no delay), `Started`.
+//! - kill: (`Sibling Task Failed`), `Killing` (both from the alloc runner), then with a
+//!   `shutdown_delay` `Waiting for shutdown delay` and the wait (or `Skipping shutdown delay`
+//!   when the stop asked for `no_shutdown_delay`), `Terminated`, `Killed`; a task killed while
+//!   waiting to restart just goes dead;
+//! - user restart: `Restart Signaled`, `Terminated`, `Restarting` (no delay), `Started`;
+//! - signal: `Signaling`; exec sessions emit nothing (they only read how the task runs).
 //!
 //! Invariants: at most one process per task; the pid and start time are published before the
 //! runner waits on the process, and cleared once it is gone; `StartedAt` is set on each
 //! transition to running, `FinishedAt` once on death.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +40,7 @@ use crate::driver::raw_exec::{self, LaunchSpec};
 use crate::driver::{self, EXEC, ExitResult, ProcessHandle, RAW_EXEC, parse_signal};
 use crate::env::{EnvInputs, TaskEnv};
 use crate::events;
-use crate::handles::{ControlError, TaskCommand};
+use crate::handles::{ControlError, ExecTarget, TaskCommand};
 use crate::restarts::{Decision, RestartTracker, RunOutcome, default_policy};
 use crate::state::{TaskDirs, TaskRecord};
 use crate::time::{duration_of, now_rfc3339};
@@ -99,6 +103,8 @@ pub(crate) struct TaskRunner {
     restored: bool,
     tracker: RestartTracker,
     kill_error: Option<String>,
+    /// The environment the current process was started with (exec sessions get it too).
+    exec_env: Option<Arc<BTreeMap<String, String>>>,
 }
 
 impl TaskRunner {
@@ -117,6 +123,7 @@ impl TaskRunner {
             record: restored.unwrap_or_default(),
             tracker,
             kill_error: None,
+            exec_env: None,
             ctx,
         }
     }
@@ -245,13 +252,16 @@ impl TaskRunner {
 
     fn not_running(&mut self, command: TaskCommand, killed: &mut bool) {
         match command {
-            TaskCommand::Kill { events } => {
+            TaskCommand::Kill { events, .. } => {
                 for event in events {
                     self.emit(event);
                 }
                 *killed = true;
             }
             TaskCommand::Signal { reply, .. } | TaskCommand::Restart { reply, .. } => {
+                let _ = reply.send(Err(ControlError::NotRunning));
+            }
+            TaskCommand::Exec { reply } => {
                 let _ = reply.send(Err(ControlError::NotRunning));
             }
         }
@@ -283,14 +293,23 @@ impl TaskRunner {
                 () = self.ctx.shutdown.cancelled() => return Step::Detach,
                 command = commands.recv() => match command {
                     None => return Step::Detach,
-                    Some(TaskCommand::Kill { events }) => {
+                    Some(TaskCommand::Kill { events, delay }) => {
                         for event in events {
                             self.emit(event);
                         }
                         *killed = true;
+                        if !delay.is_zero() {
+                            // The shutdown delay: the process may still end on its own.
+                            if let Ok(result) = tokio::time::timeout(delay, process.wait()).await {
+                                break result;
+                            }
+                        }
                         let (result, error) = process.kill(self.ctx.kill_signal(), self.ctx.kill_timeout()).await;
                         self.kill_error = error;
                         break result;
+                    }
+                    Some(TaskCommand::Exec { reply }) => {
+                        let _ = reply.send(Ok(self.exec_target(process)));
                     }
                     Some(TaskCommand::Signal { signal, reply }) => {
                         let _ = reply.send(self.signal(process, &signal));
@@ -344,6 +363,42 @@ impl TaskRunner {
                     }
                 },
             }
+        }
+    }
+
+    /// How the running process was started, for an exec session. A task re-attached after an
+    /// agent restart gets the environment its allocation implies, built anew.
+    fn exec_target(&self, process: &ProcessHandle) -> ExecTarget {
+        let env = self.exec_env.clone().unwrap_or_else(|| {
+            let vars = self
+                .ctx
+                .job
+                .task_group(&self.ctx.alloc.task_group)
+                .map(|group| {
+                    TaskEnv::build(&EnvInputs {
+                        alloc: &self.ctx.alloc,
+                        job: &self.ctx.job,
+                        group,
+                        task: &self.ctx.task,
+                        node: &self.ctx.node,
+                        alloc_dir: &self.ctx.dirs.shared,
+                        local_dir: &self.ctx.dirs.local,
+                        secrets_dir: &self.ctx.dirs.secrets,
+                        host_env: &self.ctx.host_env,
+                    })
+                    .vars()
+                    .clone()
+                });
+            Arc::new(vars.unwrap_or_default())
+        });
+        ExecTarget {
+            driver: self.ctx.task.driver.clone(),
+            env: env
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            task_dir: self.ctx.dirs.task_dir.clone(),
+            pid: process.pid(),
         }
     }
 
@@ -435,6 +490,7 @@ impl TaskRunner {
             self.ctx.poll_interval,
         ) {
             Ok(process) => {
+                self.exec_env = Some(Arc::new(spec.env.clone()));
                 self.record.local.pid = Some(process.pid());
                 self.record.local.start_time = Some(process.start_time());
                 self.update_state(TASK_STATE_RUNNING, Some(events::started()));
@@ -699,6 +755,7 @@ mod tests {
         let stdout = harness.ctx.dirs.stdout.clone();
         wait_for(|| std::fs::read_to_string(&stdout).unwrap_or_default() == "up\n").await;
         tx.send(TaskCommand::Kill {
+            delay: Duration::ZERO,
             events: vec![events::killing(harness.ctx.kill_timeout())],
         })
         .unwrap();
@@ -770,7 +827,11 @@ mod tests {
         })
         .await;
 
-        tx.send(TaskCommand::Kill { events: Vec::new() }).unwrap();
+        tx.send(TaskCommand::Kill {
+            events: Vec::new(),
+            delay: Duration::ZERO,
+        })
+        .unwrap();
         let record = runner.await.unwrap();
         let types = types(&record.state);
         assert_eq!(

@@ -1,5 +1,11 @@
-//! `/v1/allocations`, `/v1/allocation/:id` (read, stop) and `/v1/evaluations`,
-//! `/v1/evaluation/:id`.
+//! `/v1/allocations`, `/v1/allocation/:id` (read, stop), `/v1/evaluations`,
+//! `/v1/evaluation/:id`, and the client allocation endpoints `/v1/client/allocation/:id/signal`
+//! and `/restart` (exec is `exec.rs`, files and logs `client_fs.rs`).
+//!
+//! Signal and restart are calls to the client that runs the allocation (`client_rpc.rs`):
+//! the server checks the body, the allocation and the token (`alloc-lifecycle`), and the
+//! client acts on its tasks and answers; its refusals keep their status (an unknown task 404,
+//! an invalid signal or a task not running 400).
 //!
 //! Where it sits: handlers over snapshots (reads block with `blocking::block_on`); the stop
 //! goes to the state writer as `Command::StopAlloc`, which writes an `alloc-stop` evaluation
@@ -16,12 +22,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
+use axum::response::Response;
+use http_kit::RawBody;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::Error;
 use crate::acl::{Authz, Capability};
 use crate::blocking::block_on;
+use crate::client_rpc;
 use crate::meta::{self, Indexed, Page, QueryParams};
 use crate::state::{Command, Outcome, Snapshot};
 use crate::structs::{
@@ -358,6 +367,80 @@ pub(crate) async fn stop(
             index: applied.index,
         },
     ))
+}
+
+/// The string field `name` of a client endpoint's body (`null` and absent read as empty).
+fn body_str(body: &Value, name: &str) -> Result<String, Error> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(value)) => Ok(value.clone()),
+        Some(other) => Err(Error::BadRequest(format!(
+            "failed to parse JSON input: {name} must be a string, not {other}"
+        ))),
+    }
+}
+
+/// The body of a client endpoint: a JSON object, or nothing.
+fn client_body(bytes: &[u8]) -> Result<Value, Error> {
+    match meta::json_body(bytes)? {
+        Value::Null => Ok(Value::Object(serde_json::Map::new())),
+        object @ Value::Object(_) => Ok(object),
+        _ => Err(Error::BadRequest(
+            "failed to parse JSON input: the body must be a JSON object".to_owned(),
+        )),
+    }
+}
+
+/// `POST|PUT /v1/client/allocation/:alloc_id/signal` `{"Signal", "Task"}` (no task: every
+/// task).
+pub(crate) async fn signal(
+    authz: Authz,
+    State(state): State<crate::State>,
+    Path(alloc_id): Path<String>,
+    RawBody { bytes, .. }: RawBody<Error>,
+) -> Result<Response, Error> {
+    let body = client_body(&bytes)?;
+    let signal = body_str(&body, "Signal")?;
+    let task = body_str(&body, "Task")?;
+    if signal.trim().is_empty() {
+        return Err(Error::BadRequest(
+            "invalid signal: a signal is required".to_owned(),
+        ));
+    }
+    let alloc = client_rpc::client_alloc(&state, &alloc_id)?;
+    authz.allow_namespace(&alloc.namespace, Capability::AllocLifecycle)?;
+    let params = serde_json::json!({ "Signal": signal, "Task": task });
+    client_rpc::forward(&state, &alloc, "signal", params).await
+}
+
+/// `POST|PUT /v1/client/allocation/:alloc_id/restart` `{"TaskName", "AllTasks"}` (neither:
+/// the running tasks).
+pub(crate) async fn restart(
+    authz: Authz,
+    State(state): State<crate::State>,
+    Path(alloc_id): Path<String>,
+    RawBody { bytes, .. }: RawBody<Error>,
+) -> Result<Response, Error> {
+    let body = client_body(&bytes)?;
+    let task = body_str(&body, "TaskName")?;
+    let all = match body.get("AllTasks") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(all)) => *all,
+        Some(other) => {
+            return Err(Error::BadRequest(format!(
+                "failed to parse JSON input: AllTasks must be a boolean, not {other}"
+            )));
+        }
+    };
+    if all && !task.is_empty() {
+        return Err(Error::BadRequest(
+            "task name cannot be set when restarting all tasks".to_owned(),
+        ));
+    }
+    let alloc = client_rpc::client_alloc(&state, &alloc_id)?;
+    authz.allow_namespace(&alloc.namespace, Capability::AllocLifecycle)?;
+    let params = serde_json::json!({ "TaskName": task, "AllTasks": all });
+    client_rpc::forward(&state, &alloc, "restart", params).await
 }
 
 /// What `GET /v1/evaluations` lists.

@@ -15,16 +15,41 @@
 //!   node's allocations, so an unchanged node does not wake its client.
 //! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`; every
 //!   update must name the token's node.
+//! - `GET /v1/internal/node/:id/calls?wait=` (long poll) → `{"Calls": [ClientCall]}`: the
+//!   calls the server has for the client (signal, restart, exec, fs and logs of its
+//!   allocations), answered at once when some are queued, else after `wait` with none.
+//! - `GET /v1/internal/node/:id/call/:call_id` with `Connection: Upgrade`, `Upgrade:
+//!   cairn-call` → `101`: the client dials back for each call it received, and the upgraded
+//!   connection is the call's tunnel. The client writes one head line
+//!   `{"Status": code, "Error": text, "ContentType": type}` and then, for a 2xx, the call's
+//!   body: an HTTP body passed through as it comes (fs, logs), or, for exec, newline-delimited
+//!   JSON frames in both directions (the exec WebSocket's frames, one per line).
+//!
+//! Why a reverse channel: the server reaches the client that runs an allocation over a
+//! connection the client opened, as Nomad's servers use their clients' RPC connections, so a
+//! client needs no listener of its own and works behind NAT, in `cairn dev` (the in-process
+//! client polls its own server over loopback) and with `cairn agent --servers` alike. A call
+//! reaches a client only through the server the client polls; a client that has not polled
+//! within [`CLIENT_SEEN_WITHIN`] answers `No path to node` (404).
 //!
 //! Invariants: no call here goes through the ACL system (the node secret is the credential);
 //! a secret mismatch is always a 403 and changes nothing; a heartbeat resets the deadline
 //! before it writes any status change, so the monitor never races a live node to `down`, and
 //! a registration starts the deadline only once the node is stored.
 
-use axum::extract::{Path, State};
-use http::HeaderMap;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use http_kit::RawBody;
+use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{Notify, oneshot};
 
 use crate::Error;
 use crate::allocations::{by_create_index, with_job};
@@ -250,10 +275,345 @@ pub(crate) async fn update_allocations(
     ))
 }
 
+/// The `Upgrade` protocol name of a call's tunnel.
+pub(crate) const CALL_PROTOCOL: &str = "cairn-call";
+
+/// A client counts as reachable while it polls, and this long after its last poll ended.
+pub(crate) const CLIENT_SEEN_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long a queued call waits for its client to dial back.
+const DIAL_BACK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest head line a client may send.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// Upstream's answer when no client connection can carry a call.
+const NO_PATH: &str = "No path to node";
+
+/// A call the server has for a client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct ClientCall {
+    #[serde(rename = "ID")]
+    pub(crate) id: String,
+    /// `signal`, `restart`, `exec`, `fs/ls`, `fs/stat`, `fs/cat`, `fs/readat`, `fs/logs`.
+    pub(crate) op: String,
+    #[serde(rename = "AllocID")]
+    pub(crate) alloc_id: String,
+    /// The operation's parameters (a JSON object).
+    pub(crate) params: Value,
+}
+
+/// The connection a client dialled back for one call.
+pub(crate) type TunnelIo = TokioIo<hyper::upgrade::Upgraded>;
+
+/// The head line a client answers a call with.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct CallHead {
+    pub(crate) status: u16,
+    pub(crate) error: String,
+    pub(crate) content_type: String,
+}
+
+/// An open call: the head the client answered and the tunnel, positioned after the head.
+#[derive(Debug)]
+pub(crate) struct Tunnel {
+    pub(crate) head: CallHead,
+    pub(crate) io: BufReader<TunnelIo>,
+}
+
+impl Tunnel {
+    /// The client's refusal as the scheduler's error (statuses as upstream's client RPCs).
+    pub(crate) fn refusal(&self) -> Option<Error> {
+        let message = self.head.error.clone();
+        match self.head.status {
+            200..=299 => None,
+            400 => Some(Error::BadRequest(message)),
+            403 => Some(Error::PermissionDenied),
+            404 => Some(Error::NotFound(message)),
+            409 => Some(Error::Conflict(message)),
+            _ => Some(Error::Internal(message)),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct NodeCalls {
+    queue: Vec<ClientCall>,
+    notify: Arc<Notify>,
+    polling: usize,
+    last_poll: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct CallsInner {
+    nodes: HashMap<String, NodeCalls>,
+    /// Call ID → (node ID, where its tunnel goes).
+    waiting: HashMap<String, (String, oneshot::Sender<TunnelIo>)>,
+}
+
+/// The calls waiting for their clients, per node (one per server process).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClientCalls {
+    inner: Arc<Mutex<CallsInner>>,
+}
+
+impl ClientCalls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CallsInner> {
+        // Plain maps; a panic elsewhere cannot leave them half-updated.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether `node_id` polls this server now or did a moment ago.
+    fn reachable(&self, node_id: &str) -> bool {
+        self.lock().nodes.get(node_id).is_some_and(|node| {
+            node.polling > 0
+                || node
+                    .last_poll
+                    .is_some_and(|at| at.elapsed() <= CLIENT_SEEN_WITHIN)
+        })
+    }
+
+    /// Queues `op` for the client of `node_id`, waits for it to dial back and reads its head.
+    pub(crate) async fn open(
+        &self,
+        node_id: &str,
+        op: &str,
+        alloc_id: &str,
+        params: Value,
+    ) -> Result<Tunnel, Error> {
+        if !self.reachable(node_id) {
+            return Err(Error::NotFound(NO_PATH.to_owned()));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut inner = self.lock();
+            inner
+                .waiting
+                .insert(id.clone(), (node_id.to_owned(), sender));
+            let node = inner.nodes.entry(node_id.to_owned()).or_default();
+            node.queue.push(ClientCall {
+                id: id.clone(),
+                op: op.to_owned(),
+                alloc_id: alloc_id.to_owned(),
+                params,
+            });
+            node.notify.notify_waiters();
+        }
+        let io = match tokio::time::timeout(DIAL_BACK_TIMEOUT, receiver).await {
+            Ok(Ok(io)) => io,
+            _ => {
+                let mut inner = self.lock();
+                inner.waiting.remove(&id);
+                if let Some(node) = inner.nodes.get_mut(node_id) {
+                    node.queue.retain(|call| call.id != id);
+                }
+                return Err(Error::NotFound(NO_PATH.to_owned()));
+            }
+        };
+        let mut io = BufReader::new(io);
+        let head = read_head(&mut io).await?;
+        Ok(Tunnel { head, io })
+    }
+
+    /// The calls queued for `node_id`, waiting up to `wait` for one.
+    async fn take(&self, node_id: &str, wait: Duration) -> Vec<ClientCall> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let notify = {
+            let mut inner = self.lock();
+            let node = inner.nodes.entry(node_id.to_owned()).or_default();
+            node.polling += 1;
+            node.notify.clone()
+        };
+        let calls = loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let queued = {
+                let mut inner = self.lock();
+                inner
+                    .nodes
+                    .get_mut(node_id)
+                    .map(|node| std::mem::take(&mut node.queue))
+                    .unwrap_or_default()
+            };
+            if !queued.is_empty() {
+                break queued;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break Vec::new();
+            }
+        };
+        let mut inner = self.lock();
+        if let Some(node) = inner.nodes.get_mut(node_id) {
+            node.polling = node.polling.saturating_sub(1);
+            node.last_poll = Some(Instant::now());
+        }
+        calls
+    }
+
+    /// The tunnel slot of `call_id`, if it is a call for `node_id` still waiting.
+    fn claim(&self, node_id: &str, call_id: &str) -> Option<oneshot::Sender<TunnelIo>> {
+        let mut inner = self.lock();
+        match inner.waiting.get(call_id) {
+            Some((node, _)) if node == node_id => {
+                inner.waiting.remove(call_id).map(|(_, sender)| sender)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Reads the client's head line.
+async fn read_head<R: AsyncRead + Unpin>(io: &mut BufReader<R>) -> Result<CallHead, Error> {
+    let mut line = Vec::new();
+    let read = async {
+        let mut limited = (&mut *io).take(MAX_HEAD as u64);
+        limited.read_until(b'\n', &mut line).await
+    };
+    match read.await {
+        Ok(0) | Err(_) => {
+            return Err(Error::Internal(
+                "the client closed the call without an answer".to_owned(),
+            ));
+        }
+        Ok(_) => {}
+    }
+    serde_json::from_slice(&line)
+        .map_err(|err| Error::Internal(format!("malformed answer from the client: {err}")))
+}
+
+/// `GET /v1/internal/node/:node_id/calls?wait=` answer.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct NodeCallsResponse {
+    calls: Vec<ClientCall>,
+}
+
+/// `GET /v1/internal/node/:node_id/calls?wait=` (long poll).
+pub(crate) async fn calls(
+    State(state): State<crate::State>,
+    Path(node_id): Path<String>,
+    headers: HeaderMap,
+    query: QueryParams,
+) -> Result<axum::Json<NodeCallsResponse>, Error> {
+    authenticated_node(&state, &headers, &node_id)?;
+    let wait = match query.get("wait") {
+        None | Some("") => Duration::from_secs(30),
+        Some(raw) => {
+            stdx::duration::parse_go(raw).map_err(|err| Error::BadRequest(err.go_message()))?
+        }
+    }
+    .min(Duration::from_secs(60));
+    let calls = tokio::select! {
+        calls = state.client_calls().take(&node_id, wait) => calls,
+        () = state.shutdown_token().cancelled() => Vec::new(),
+    };
+    Ok(axum::Json(NodeCallsResponse { calls }))
+}
+
+/// `GET /v1/internal/node/:node_id/call/:call_id` (upgraded to the call's tunnel).
+pub(crate) async fn dial_back(
+    State(state): State<crate::State>,
+    Path((node_id, call_id)): Path<(String, String)>,
+    mut request: Request,
+) -> Result<Response, Error> {
+    authenticated_node(&state, request.headers(), &node_id)?;
+    let wants_tunnel = request
+        .headers()
+        .get(http::header::UPGRADE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.eq_ignore_ascii_case(CALL_PROTOCOL));
+    if !wants_tunnel {
+        return Err(Error::BadRequest(format!(
+            "a call is answered over an upgrade to {CALL_PROTOCOL}"
+        )));
+    }
+    let sender = state
+        .client_calls()
+        .claim(&node_id, &call_id)
+        .ok_or_else(|| Error::NotFound("call not found".to_owned()))?;
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                let _ = sender.send(TokioIo::new(upgraded));
+            }
+            Err(error) => tracing::warn!(%error, "a client's call tunnel failed to upgrade"),
+        }
+    });
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("upgrade"),
+    );
+    headers.insert(
+        http::header::UPGRADE,
+        HeaderValue::from_static(CALL_PROTOCOL),
+    );
+    Ok(response)
+}
+
+/// The allocation a client endpoint names (the full ID), or upstream's 404
+/// `Unknown allocation "<id>"`.
+pub(crate) fn client_alloc(state: &crate::State, alloc_id: &str) -> Result<Arc<Allocation>, Error> {
+    state
+        .store()
+        .snapshot()
+        .alloc(alloc_id)
+        .cloned()
+        .ok_or_else(|| Error::NotFound(format!("Unknown allocation {alloc_id:?}")))
+}
+
+/// Makes call `op` to the client running `alloc` and answers with what it sends: its refusal
+/// as the scheduler's error, else its body, passed through as it comes (so a followed log
+/// streams) with the content type it names.
+pub(crate) async fn forward(
+    state: &crate::State,
+    alloc: &Allocation,
+    op: &str,
+    params: Value,
+) -> Result<Response, Error> {
+    let tunnel = state
+        .client_calls()
+        .open(&alloc.node_id, op, &alloc.id, params)
+        .await?;
+    if let Some(error) = tunnel.refusal() {
+        return Err(error);
+    }
+    let content_type = HeaderValue::from_str(&tunnel.head.content_type)
+        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    let body = futures::stream::unfold(tunnel.io, |mut io| async move {
+        let mut buffer = vec![0_u8; 64 * 1024];
+        match io.read(&mut buffer).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buffer.truncate(n);
+                Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(buffer)), io))
+            }
+        }
+    });
+    let mut response = axum::body::Body::from_stream(body).into_response();
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, content_type);
+    Ok(response)
+}
+
+/// Writes `bytes` to a tunnel (exec frames toward the client).
+pub(crate) async fn write_all<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    io.write_all(bytes).await?;
+    io.flush().await
+}
+
 #[cfg(test)]
 mod tests {
-    use http::HeaderValue;
-
     use super::*;
 
     #[test]

@@ -29,9 +29,11 @@ mod agent;
 mod allocations;
 mod blocking;
 mod broker;
+mod client_fs;
 mod client_rpc;
 mod clock;
 mod error;
+mod exec;
 mod jobs;
 mod meta;
 mod metrics;
@@ -124,6 +126,8 @@ struct Inner {
     store: StateStore,
     broker: Broker,
     heartbeats: Heartbeats,
+    /// Calls waiting for the clients that run the allocations they concern.
+    client_calls: client_rpc::ClientCalls,
     /// Service registrations, check results and pause overrides reported by clients.
     runtime: Arc<services::Runtime>,
     /// Cancelled when the server stops (ends blocking queries early).
@@ -145,6 +149,7 @@ impl State {
                 store,
                 broker,
                 heartbeats: Heartbeats::default(),
+                client_calls: client_rpc::ClientCalls::default(),
                 runtime: Arc::default(),
                 shutdown: CancellationToken::new(),
             }),
@@ -166,6 +171,10 @@ impl State {
 
     pub(crate) fn heartbeats(&self) -> &Heartbeats {
         &self.inner.heartbeats
+    }
+
+    pub(crate) fn client_calls(&self) -> &client_rpc::ClientCalls {
+        &self.inner.client_calls
     }
 
     pub(crate) fn runtime(&self) -> &services::Runtime {

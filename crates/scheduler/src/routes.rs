@@ -8,8 +8,8 @@ use axum::Router;
 use axum::routing::{get, post, put};
 
 use crate::{
-    Error, State, acl, agent, allocations, client_rpc, jobs, metrics, namespaces, nodes, pause,
-    services,
+    Error, State, acl, agent, allocations, client_fs, client_rpc, exec, jobs, metrics, namespaces,
+    nodes, pause, services,
 };
 
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
@@ -52,6 +52,21 @@ pub fn router(state: State) -> Router {
             "/v1/allocation/{alloc_id}/stop",
             post(allocations::stop).put(allocations::stop),
         )
+        // Client allocation endpoints (allocations.rs, exec.rs, client_fs.rs):
+        .route(
+            "/v1/client/allocation/{alloc_id}/signal",
+            post(allocations::signal).put(allocations::signal),
+        )
+        .route(
+            "/v1/client/allocation/{alloc_id}/restart",
+            post(allocations::restart).put(allocations::restart),
+        )
+        .route("/v1/client/allocation/{alloc_id}/exec", get(exec::exec))
+        .route("/v1/client/fs/ls/{alloc_id}", get(client_fs::ls))
+        .route("/v1/client/fs/stat/{alloc_id}", get(client_fs::stat))
+        .route("/v1/client/fs/cat/{alloc_id}", get(client_fs::cat))
+        .route("/v1/client/fs/readat/{alloc_id}", get(client_fs::readat))
+        .route("/v1/client/fs/logs/{alloc_id}", get(client_fs::logs))
         .route("/v1/evaluations", get(allocations::list_evaluations))
         .route(
             "/v1/evaluation/{eval_id}",
@@ -99,6 +114,11 @@ pub fn router(state: State) -> Router {
         .route(
             "/v1/internal/allocations",
             put(client_rpc::update_allocations).post(client_rpc::update_allocations),
+        )
+        .route("/v1/internal/node/{node_id}/calls", get(client_rpc::calls))
+        .route(
+            "/v1/internal/node/{node_id}/call/{call_id}",
+            get(client_rpc::dial_back),
         )
         // ACL (acl/):
         .route(

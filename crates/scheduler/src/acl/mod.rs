@@ -291,7 +291,7 @@ fn secrets_equal(a: &str, b: &str) -> bool {
 }
 
 /// Resolves a presented secret (or none) into the request's authority.
-async fn resolve(state: &State, secret: Option<&str>) -> Result<Authz, Error> {
+pub(crate) async fn resolve(state: &State, secret: Option<&str>) -> Result<Authz, Error> {
     if !state.config().acl_enabled {
         return Ok(Authz {
             acl: Arc::new(Acl::management()),
