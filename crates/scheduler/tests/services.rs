@@ -63,6 +63,16 @@ async fn a_reported_service_is_listed_and_a_new_report_deregisters_it() {
         .await
         .expect(StatusCode::OK);
 
+    assert!(scheduler.state.table_indexes().nodes > 0);
+    let reply = send(
+        &scheduler,
+        Method::GET,
+        "/v1/service/web?index=1",
+        None,
+        None,
+    )
+    .await;
+    assert!(reply.index() > 1, "a report moves the runtime index");
     let list = send(&scheduler, Method::GET, "/v1/services", None, None)
         .await
         .expect(StatusCode::OK)
