@@ -89,7 +89,7 @@ async fn run_once(state: &State, schedule: &AutoConfig, mut status: Status) -> R
     status.current_start_ns = start;
     status.current_url = target.as_ref().map_or_else(
         |_| String::new(),
-        |t| t.url(&t.location(&schedule.file_prefix, start)),
+        |t| t.url(&t.key(&schedule.file_prefix, start)),
     );
     config::save_status(state, &schedule.name, &status).await?;
 

@@ -1,5 +1,9 @@
 //! Where automated snapshots are written: a local directory, S3 or an S3-compatible store,
-//! Azure blob storage, or Google Cloud Storage, all through `object_store`.
+//! Azure blob storage, or Google Cloud Storage. The first three go through `object_store`;
+//! GCS objects are written, listed and deleted through GCS's JSON API (the one Vault's Go
+//! client and the GCS emulators speak; `object_store` speaks the XML API), authenticated by
+//! `object_store`'s GCS credential provider (service account key, application default
+//! credentials or instance metadata).
 //!
 //! A target is a store and a directory in it (`path_prefix`: a directory for `local`, a key
 //! prefix for the cloud types, read as a directory in every case). A snapshot is the object
@@ -21,12 +25,11 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::MicrosoftAzureBuilder;
-use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder};
+use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorageBuilder};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
-    StaticCredentialProvider,
 };
 
 use super::config::{AutoConfig, StorageType};
@@ -41,17 +44,37 @@ const MAX_RETRIES: usize = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Found {
     pub(crate) unix_nanos: i64,
-    pub(crate) location: Path,
+    /// The object's key (`<dir>/<name>`).
+    pub(crate) key: String,
     pub(crate) size: u64,
+}
+
+/// How a target reaches its objects.
+#[derive(Debug)]
+enum Backend {
+    Objects(Arc<dyn ObjectStore>),
+    Gcs(GcsJson),
+}
+
+/// GCS through its JSON API.
+#[derive(Debug)]
+struct GcsJson {
+    http: reqwest::Client,
+    /// `https://storage.googleapis.com` or the configured endpoint.
+    base: String,
+    bucket: String,
+    /// `None`: anonymous (an endpoint without a key).
+    credentials: Option<GcpCredentialProvider>,
 }
 
 /// An opened target.
 #[derive(Debug)]
 pub(crate) struct Target {
-    store: Arc<dyn ObjectStore>,
-    dir: Path,
+    backend: Backend,
+    /// The directory's key prefix without slashes at either end (`""`: the top).
+    dir: String,
     /// `file:///dir`, `s3://bucket`, `az://container`, `gs://bucket`: a snapshot's URL is this,
-    /// `/`, and its location.
+    /// `/`, and its key.
     url_base: String,
     /// `local`'s allowance in bytes.
     max_space: Option<u64>,
@@ -98,10 +121,11 @@ fn endpoint_url(endpoint: &str, disable_tls: bool) -> (String, bool) {
     }
 }
 
-/// The directory part of `path_prefix` as an object path (`""` is the root).
-fn dir_path(path_prefix: &str) -> Result<Path, String> {
+/// The directory part of `path_prefix` as a key prefix (`""` is the top).
+fn dir_key(path_prefix: &str) -> Result<String, String> {
     let trimmed = path_prefix.trim_matches('/');
-    Path::parse(trimmed).map_err(|err| format!("invalid path_prefix {path_prefix:?}: {err}"))
+    Path::parse(trimmed).map_err(|err| format!("invalid path_prefix {path_prefix:?}: {err}"))?;
+    Ok(trimmed.to_owned())
 }
 
 /// Builds the target a schedule writes to. Nothing is contacted here; a local directory is
@@ -125,8 +149,8 @@ pub(crate) fn open(config: &AutoConfig) -> Result<Target, String> {
             })?;
             let store = LocalFileSystem::new_with_prefix(&absolute).map_err(build_err)?;
             Ok(Target {
-                store: Arc::new(store),
-                dir: Path::default(),
+                backend: Backend::Objects(Arc::new(store)),
+                dir: String::new(),
                 url_base: format!("file://{}", absolute.display()),
                 max_space: Some(config.local_max_space),
             })
@@ -189,8 +213,8 @@ pub(crate) fn open(config: &AutoConfig) -> Result<Target, String> {
                 .build()
                 .map_err(build_err)?;
             Ok(Target {
-                store: Arc::new(store),
-                dir: dir_path(&config.path_prefix)?,
+                backend: Backend::Objects(Arc::new(store)),
+                dir: dir_key(&config.path_prefix)?,
                 url_base: format!("s3://{bucket}"),
                 max_space: None,
             })
@@ -228,42 +252,49 @@ pub(crate) fn open(config: &AutoConfig) -> Result<Target, String> {
                 .build()
                 .map_err(build_err)?;
             Ok(Target {
-                store: Arc::new(store),
-                dir: dir_path(&config.path_prefix)?,
+                backend: Backend::Objects(Arc::new(store)),
+                dir: dir_key(&config.path_prefix)?,
                 url_base: format!("az://{container}"),
                 max_space: None,
             })
         }
         StorageType::CloudC => {
             let bucket = config.text("cloud_c_bucket").unwrap_or_default();
-            let mut builder = GoogleCloudStorageBuilder::from_env()
-                .with_bucket_name(bucket)
-                .with_retry(retry());
+            let mut base = "https://storage.googleapis.com".to_owned();
             let mut allow_http = false;
             let endpoint = config.text("cloud_c_endpoint");
             if let Some(endpoint) = endpoint {
-                let (url, http) = endpoint_url(endpoint, config.flag("cloud_c_disable_tls"));
-                allow_http = http;
-                builder = builder.with_base_url(&url);
+                (base, allow_http) = endpoint_url(endpoint, config.flag("cloud_c_disable_tls"));
             }
-            match config.text("cloud_c_service_account_key") {
-                Some(key) => builder = builder.with_service_account_key(key),
-                None if endpoint.is_some() => {
-                    builder = builder
-                        .with_credentials(Arc::new(StaticCredentialProvider::new(GcpCredential {
-                            bearer: String::new(),
-                        })))
-                        .with_skip_signature(true);
+            let credentials = match config.text("cloud_c_service_account_key") {
+                None if endpoint.is_some() => None,
+                key => {
+                    // Only the credential provider is used: it turns the key (or the ambient
+                    // credentials) into bearer tokens, refreshed as they expire.
+                    let mut builder = GoogleCloudStorageBuilder::from_env()
+                        .with_bucket_name(bucket)
+                        .with_base_url(&base)
+                        .with_retry(retry())
+                        .with_client_options(client_options(allow_http));
+                    if let Some(key) = key {
+                        builder = builder.with_service_account_key(key);
+                    }
+                    Some(builder.build().map_err(build_err)?.credentials().clone())
                 }
-                None => {}
-            }
-            let store = builder
-                .with_client_options(client_options(allow_http))
+            };
+            let http = reqwest::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .https_only(!allow_http)
                 .build()
-                .map_err(build_err)?;
+                .map_err(|err| format!("cannot set up the snapshot store: {err}"))?;
             Ok(Target {
-                store: Arc::new(store),
-                dir: dir_path(&config.path_prefix)?,
+                backend: Backend::Gcs(GcsJson {
+                    http,
+                    base,
+                    bucket: bucket.to_owned(),
+                    credentials,
+                }),
+                dir: dir_key(&config.path_prefix)?,
                 url_base: format!("gs://{bucket}"),
                 max_space: None,
             })
@@ -284,40 +315,54 @@ fn parse_name(name: &str, file_prefix: &str) -> Option<i64> {
 }
 
 impl Target {
-    /// The object a snapshot taken at `unix_nanos` goes to.
-    pub(crate) fn location(&self, file_prefix: &str, unix_nanos: i64) -> Path {
-        self.dir
-            .clone()
-            .join(format!("{file_prefix}-{unix_nanos}.snap").as_str())
+    /// The key a snapshot taken at `unix_nanos` goes to.
+    pub(crate) fn key(&self, file_prefix: &str, unix_nanos: i64) -> String {
+        let name = format!("{file_prefix}-{unix_nanos}.snap");
+        if self.dir.is_empty() {
+            name
+        } else {
+            format!("{}/{name}", self.dir)
+        }
     }
 
-    /// The URL the status reports for `location`.
-    pub(crate) fn url(&self, location: &Path) -> String {
-        format!("{}/{}", self.url_base, location)
+    /// The URL the status reports for `key`.
+    pub(crate) fn url(&self, key: &str) -> String {
+        format!("{}/{key}", self.url_base)
     }
 
     /// This schedule's snapshots in the directory, oldest first.
     pub(crate) async fn list(&self, file_prefix: &str) -> Result<Vec<Found>, String> {
-        let prefix = (self.dir.parts_count() > 0).then_some(&self.dir);
-        let objects: Vec<_> = self
-            .store
-            .list(prefix)
-            .try_collect()
-            .await
-            .map_err(|err| format!("listing snapshots failed: {err}"))?;
+        let objects = match &self.backend {
+            Backend::Objects(store) => {
+                let dir = Path::from(self.dir.as_str());
+                let prefix = (!self.dir.is_empty()).then_some(&dir);
+                let metas: Vec<_> = store
+                    .list(prefix)
+                    .try_collect()
+                    .await
+                    .map_err(|err| format!("listing snapshots failed: {err}"))?;
+                metas
+                    .into_iter()
+                    .map(|meta| (meta.location.to_string(), meta.size))
+                    .collect()
+            }
+            Backend::Gcs(gcs) => gcs.list(&self.dir).await?,
+        };
         let mut found: Vec<Found> = objects
             .into_iter()
-            .filter(|meta| {
-                meta.location
-                    .prefix_match(&self.dir)
-                    .is_some_and(|rest| rest.count() == 1)
-            })
-            .filter_map(|meta| {
-                let nanos = parse_name(meta.location.filename()?, file_prefix)?;
+            .filter_map(|(key, size)| {
+                let name = match self.dir.is_empty() {
+                    true => key.as_str(),
+                    false => key.strip_prefix(&self.dir)?.strip_prefix('/')?,
+                };
+                if name.contains('/') {
+                    return None;
+                }
+                let nanos = parse_name(name, file_prefix)?;
                 Some(Found {
                     unix_nanos: nanos,
-                    location: meta.location,
-                    size: meta.size,
+                    key,
+                    size,
                 })
             })
             .collect();
@@ -342,12 +387,17 @@ impl Target {
                 ));
             }
         }
-        let location = self.location(file_prefix, unix_nanos);
-        self.store
-            .put(&location, PutPayload::from(bytes))
-            .await
-            .map_err(|err| format!("writing the snapshot failed: {err}"))?;
-        Ok(self.url(&location))
+        let key = self.key(file_prefix, unix_nanos);
+        let written = match &self.backend {
+            Backend::Objects(store) => store
+                .put(&Path::from(key.as_str()), PutPayload::from(bytes))
+                .await
+                .map(|_| ())
+                .map_err(|err| err.to_string()),
+            Backend::Gcs(gcs) => gcs.upload(&key, bytes).await,
+        };
+        written.map_err(|err| format!("writing the snapshot failed: {err}"))?;
+        Ok(self.url(&key))
     }
 
     /// Deletes the oldest snapshots beyond `retain`; returns how many went.
@@ -356,12 +406,139 @@ impl Target {
         let keep = usize::try_from(retain).unwrap_or(usize::MAX);
         let excess = found.len().saturating_sub(keep);
         for old in &found[..excess] {
-            self.store
-                .delete(&old.location)
-                .await
-                .map_err(|err| format!("deleting snapshot {} failed: {err}", old.location))?;
+            let deleted = match &self.backend {
+                Backend::Objects(store) => store
+                    .delete(&Path::from(old.key.as_str()))
+                    .await
+                    .map_err(|err| err.to_string()),
+                Backend::Gcs(gcs) => gcs.delete(&old.key).await,
+            };
+            deleted.map_err(|err| format!("deleting snapshot {} failed: {err}", old.key))?;
         }
         Ok(excess)
+    }
+}
+
+/// One path segment or query value, percent-encoded (everything but unreserved characters).
+fn encode(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for byte in raw.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+impl GcsJson {
+    async fn authorize(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, String> {
+        let Some(provider) = &self.credentials else {
+            return Ok(request);
+        };
+        let credential = provider
+            .get_credential()
+            .await
+            .map_err(|err| format!("GCS credentials: {err}"))?;
+        if credential.bearer.is_empty() {
+            return Ok(request);
+        }
+        Ok(request.bearer_auth(&credential.bearer))
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, String> {
+        let response = self
+            .authorize(request)
+            .await?
+            .send()
+            .await
+            .map_err(|err| format!("GCS request failed: {err}"))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = response.text().await.unwrap_or_default();
+        let body: String = body.chars().take(300).collect();
+        Err(format!("GCS answered {status}: {body}"))
+    }
+
+    async fn upload(&self, key: &str, bytes: Vec<u8>) -> Result<(), String> {
+        let url = format!(
+            "{}/upload/storage/v1/b/{}/o?uploadType=media&name={}",
+            self.base,
+            encode(&self.bucket),
+            encode(key)
+        );
+        let request = self
+            .http
+            .post(url)
+            .header("Content-Type", "application/octet-stream")
+            .body(bytes);
+        self.send(request).await.map(|_| ())
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), String> {
+        let url = format!(
+            "{}/storage/v1/b/{}/o/{}",
+            self.base,
+            encode(&self.bucket),
+            encode(key)
+        );
+        self.send(self.http.delete(url)).await.map(|_| ())
+    }
+
+    /// Every object under `dir/` (all of them when `dir` is empty), with sizes.
+    async fn list(&self, dir: &str) -> Result<Vec<(String, u64)>, String> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            items: Vec<Item>,
+            #[serde(rename = "nextPageToken")]
+            next_page_token: Option<String>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Item {
+            name: String,
+            /// The JSON API sends sizes as decimal strings.
+            #[serde(default)]
+            size: Option<String>,
+        }
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut url = format!(
+                "{}/storage/v1/b/{}/o?prefix={}",
+                self.base,
+                encode(&self.bucket),
+                encode(&prefix)
+            );
+            if let Some(token) = &token {
+                url.push_str(&format!("&pageToken={}", encode(token)));
+            }
+            let page: Page = self
+                .send(self.http.get(url))
+                .await?
+                .json()
+                .await
+                .map_err(|err| format!("listing snapshots failed: {err}"))?;
+            out.extend(page.items.into_iter().map(|item| {
+                let size = item.size.and_then(|s| s.parse().ok()).unwrap_or(0);
+                (item.name, size)
+            }));
+            match page.next_page_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => return Ok(out),
+            }
+        }
     }
 }
 
