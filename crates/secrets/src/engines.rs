@@ -25,6 +25,7 @@ pub(crate) fn registry() -> HashMap<&'static str, Factory> {
     engines.insert("pki", secrets_pki::factory);
     engines.insert("ssh", secrets_ssh::factory);
     engines.insert("database", secrets_database::factory);
+    engines.insert("ad", secrets_ad::factory);
     engines.insert("userpass", crate::userpass::factory);
     engines
 }
