@@ -22,9 +22,10 @@
 
 use std::time::Duration;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use http::HeaderMap;
 use http_kit::ApiError as _;
 use serde_json::{Value, json};
@@ -78,7 +79,7 @@ pub(crate) async fn exec(
     Path(alloc_id): Path<String>,
     headers: HeaderMap,
     query: QueryParams,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, Error> {
     let command = match query.get("command") {
         None | Some("") => Vec::new(),
@@ -110,7 +111,11 @@ pub(crate) async fn exec(
         ws_handshake,
         header_token: header_token(&headers),
     };
-    Ok(upgrade.on_upgrade(move |socket| session(state, request, socket)))
+    // A request that is no WebSocket upgrade gets axum's answer (400, 405 or 426).
+    match upgrade {
+        Ok(upgrade) => Ok(upgrade.on_upgrade(move |socket| session(state, request, socket))),
+        Err(rejection) => Ok(rejection.into_response()),
+    }
 }
 
 /// A refusal after the upgrade: its close code and reason.

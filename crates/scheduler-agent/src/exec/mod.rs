@@ -83,7 +83,12 @@ where
     let started = match started {
         Ok(started) => started,
         Err(error) => {
-            let refusal = Refusal::new(500, format!("failed to start command: {error}"));
+            // A program that does not exist or may not run is the caller's mistake.
+            let status = match error.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => 400,
+                _ => 500,
+            };
+            let refusal = Refusal::new(status, format!("failed to start command: {error}"));
             return refuse(&mut io, &refusal).await;
         }
     };
@@ -133,10 +138,10 @@ struct Started {
 }
 
 impl Started {
-    fn pty(target: &ExecTarget, argv: &[String]) -> Result<Started, String> {
-        let (pty, pts) = pty_process::open().map_err(|error| error.to_string())?;
+    fn pty(target: &ExecTarget, argv: &[String]) -> std::io::Result<Started> {
+        let (pty, pts) = pty_process::open().map_err(io_error)?;
         pty.resize(pty_process::Size::new(DEFAULT_ROWS, DEFAULT_COLS))
-            .map_err(|error| error.to_string())?;
+            .map_err(io_error)?;
         let child = pty_process::Command::new(&argv[0])
             .args(&argv[1..])
             .env_clear()
@@ -144,7 +149,7 @@ impl Started {
             .current_dir(&target.task_dir)
             .kill_on_drop(true)
             .spawn(pts)
-            .map_err(|error| error.to_string())?;
+            .map_err(io_error)?;
         let (read, write) = pty.into_split();
         Ok(Started {
             child,
@@ -154,7 +159,7 @@ impl Started {
         })
     }
 
-    fn pipes(target: &ExecTarget, argv: &[String]) -> Result<Started, String> {
+    fn pipes(target: &ExecTarget, argv: &[String]) -> std::io::Result<Started> {
         let mut child = tokio::process::Command::new(&argv[0])
             .args(&argv[1..])
             .env_clear()
@@ -165,17 +170,25 @@ impl Started {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true)
-            .spawn()
-            .map_err(|error| error.to_string())?;
+            .spawn()?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or("no stdout pipe")?;
-        let stderr = child.stderr.take().ok_or("no stderr pipe")?;
+        let missing = || std::io::Error::other("a pipe is missing");
+        let stdout = child.stdout.take().ok_or_else(missing)?;
+        let stderr = child.stderr.take().ok_or_else(missing)?;
         Ok(Started {
             child,
             stdin: Stdin::Pipe(stdin),
             stdout: Box::new(stdout),
             stderr: Some(Box::new(stderr)),
         })
+    }
+}
+
+/// pty-process's error as an I/O error (its I/O errors keep their kind).
+fn io_error(error: pty_process::Error) -> std::io::Error {
+    match error {
+        pty_process::Error::Io(error) => error,
+        other => std::io::Error::other(other.to_string()),
     }
 }
 
