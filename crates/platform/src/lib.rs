@@ -6,8 +6,9 @@
 //! per-caller rate limit (`rate_limit.rs`) and, on JSON:API routes, the content-type rule and
 //! body limit. Handlers live in one file per URL family: `ping.rs`, `users.rs`,
 //! `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`, `invitations.rs`,
-//! `workspaces/`, `configuration_versions.rs`, `runs.rs`, and `objects.rs` (the signed upload
-//! and download URLs). A handler starts with the `auth::Caller` extractor (except ping, the
+//! `workspaces/`, `configuration_versions.rs`, `runs.rs`, `oauth_clients.rs` (VCS connections),
+//! `registry_modules/` (the private module registry), `registry_protocol.rs` (the module
+//! registry protocol and discovery), and `objects.rs` (the signed upload and download URLs). A handler starts with the `auth::Caller` extractor (except ping, the
 //! invitation acceptance and the signed URLs), reads its input through `request.rs` (`Body`,
 //! `Query`), persists through `store/` (runs through the workspace queue, `run_queue.rs`;
 //! archives through `blobs.rs`), renders resources with `views/` and answers through
@@ -17,8 +18,8 @@
 //! Layers, each importing only those below it: `routes.rs`; the handlers; `views/` (how each
 //! resource renders, shared by every family that answers or includes it, so no two handler
 //! modules import each other) and `run_queue.rs`; `auth.rs`, `request.rs`, `render.rs`,
-//! `signed_url.rs`; `store/`; at the bottom `run_state.rs` (pure), `archive.rs`, `blobs.rs`
-//! and `ids.rs`.
+//! `signed_url.rs`; `store/`; at the bottom `run_state.rs`, `module_config.rs` and
+//! `semver.rs` (pure), `archive.rs`, `blobs.rs` and `ids.rs`.
 //!
 //! Invariants:
 //! - Everything this crate keeps in the shared store lives under the `platform/` key prefix
@@ -41,16 +42,21 @@ mod ids;
 mod invitations;
 mod memberships;
 mod metrics;
+mod module_config;
+mod oauth_clients;
 mod objects;
 mod organizations;
 mod ping;
 mod rate_limit;
+mod registry_modules;
+mod registry_protocol;
 mod render;
 mod request;
 mod routes;
 mod run_queue;
 mod run_state;
 mod runs;
+mod semver;
 mod signed_url;
 mod store;
 mod teams;
@@ -93,6 +99,9 @@ pub struct Config {
     /// TFE's general setting `api-rate-limiting-enabled` (default true); runtime:
     /// [`State::set_api_rate_limiting_enabled`].
     pub api_rate_limiting_enabled: bool,
+    /// Public module curation (TFE's hosted-only feature): when off, the default as on TFE's
+    /// self-hosted edition, `registry-name: public` is answered 403 and modules are private.
+    pub public_module_curation: bool,
     /// The process's metrics registry (`cairn` shares one with every service); served at
     /// `/api/v2/metrics` with this service's figures.
     pub metrics: http_kit::metrics::Metrics,
@@ -107,6 +116,7 @@ impl Default for Config {
             max_upload_bytes: None,
             api_rate_limit: MIN_RATE_LIMIT,
             api_rate_limiting_enabled: true,
+            public_module_curation: false,
             metrics: http_kit::metrics::Metrics::default(),
         }
     }

@@ -20,14 +20,15 @@ use axum::Router;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post, put};
+use axum::routing::{delete, get, patch, post, put};
 use http::header::HeaderName;
 use http::{HeaderValue, Method, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    API_VERSION, Error, State, configuration_versions, invitations, memberships, metrics, objects,
-    organizations, ping, rate_limit, runs, teams, tokens, users, workspaces,
+    API_VERSION, Error, State, configuration_versions, invitations, memberships, metrics,
+    oauth_clients, objects, organizations, ping, rate_limit, registry_modules, registry_protocol,
+    runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -195,18 +196,170 @@ pub fn router(state: State) -> Router {
             "/api/v2/runs/{id}/actions/force-cancel",
             post(runs::force_cancel_run),
         )
+        // oauth_clients.rs
+        .route(
+            "/api/v2/organizations/{name}/oauth-clients",
+            get(oauth_clients::list_clients).post(oauth_clients::create),
+        )
+        .route(
+            "/api/v2/oauth-clients/{id}",
+            get(oauth_clients::read)
+                .patch(oauth_clients::update)
+                .delete(oauth_clients::delete),
+        )
+        .route(
+            "/api/v2/oauth-clients/{id}/oauth-tokens",
+            get(oauth_clients::list_client_tokens),
+        )
+        .route(
+            "/api/v2/organizations/{name}/oauth-tokens",
+            get(oauth_clients::list_org_tokens),
+        )
+        .route(
+            "/api/v2/oauth-tokens/{id}",
+            get(oauth_clients::read_token)
+                .patch(oauth_clients::update_oauth_token)
+                .delete(oauth_clients::delete_oauth_token),
+        )
+        // registry_modules/
+        .route(
+            "/api/v2/organizations/{name}/registry-modules",
+            get(registry_modules::list_modules).post(registry_modules::create_module),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/vcs",
+            post(registry_modules::create_vcs_module),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/{registry}/{namespace}/{module}",
+            delete(registry_modules::delete_by_path),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/{registry}/{namespace}/{module}/{provider}",
+            get(registry_modules::read_module)
+                .patch(registry_modules::update_module)
+                .delete(registry_modules::delete_provider_by_path),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/{registry}/{namespace}/{module}/{provider}/",
+            patch(registry_modules::update_module),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/{registry}/{namespace}/{module}/{provider}/versions",
+            get(registry_modules::list_versions).post(registry_modules::create_version),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/{registry}/{namespace}/{module}/{provider}/version",
+            get(registry_modules::read_version),
+        )
+        .route(
+            "/api/v2/organizations/{name}/registry-modules/{registry}/{namespace}/{module}/{provider}/{version}",
+            delete(registry_modules::delete_version_by_path),
+        )
+        .route(
+            "/api/v2/registry-modules",
+            post(registry_modules::create_vcs_module_deprecated),
+        )
+        .route(
+            "/api/v2/registry-modules/{id}",
+            get(registry_modules::read_module_by_id),
+        )
+        .route(
+            "/api/v2/registry-modules/{id}/versions",
+            get(registry_modules::list_versions_by_id),
+        )
+        .route(
+            "/api/v2/registry-modules/show/{organization}/{module}/{provider}",
+            get(registry_modules::read_module_deprecated),
+        )
+        .route(
+            "/api/v2/registry-modules/{id}/{module}/{provider}/versions",
+            post(registry_modules::create_version_deprecated),
+        )
+        .route(
+            "/api/v2/registry-modules/actions/delete/{organization}/{module}",
+            post(registry_modules::delete_deprecated),
+        )
+        .route(
+            "/api/v2/registry-modules/actions/delete/{organization}/{module}/{provider}",
+            post(registry_modules::delete_deprecated),
+        )
+        .route(
+            "/api/v2/registry-modules/actions/delete/{organization}/{module}/{provider}/{version}",
+            post(registry_modules::delete_deprecated),
+        )
         .route_layer(axum::middleware::from_fn(require_jsonapi_content_type));
     let jsonapi = http_kit::with_body_limit(jsonapi, JSONAPI_BODY_LIMIT);
 
     // Upload and download routes (no bearer, no JSON:API content type).
     // Unauthenticated: the signature in the path is the credential (objects.rs).
-    let blobs: Router<State> = Router::new().route(
-        "/_archivist/v1/object/{signature}/configuration-versions/{object}",
-        put(objects::upload_configuration_archive).get(objects::download_configuration_archive),
+    let blobs: Router<State> = Router::new()
+        .route(
+            "/_archivist/v1/object/{signature}/configuration-versions/{object}",
+            put(objects::upload_configuration_archive).get(objects::download_configuration_archive),
+        )
+        // registry_modules/ (the version upload) and registry_protocol.rs (the download).
+        .route(
+            "/_archivist/v1/object/{signature}/registry-module-versions/{object}",
+            put(registry_modules::upload_version_archive).get(registry_protocol::download_archive),
+        );
+
+    // The module registry protocol and discovery: plain JSON, GETs only (registry_protocol.rs),
+    // and the VCS webhooks (registry_modules/: the unguessable id is the credential; hosts post
+    // their own JSON, not JSON:API).
+    let registry: Router<State> = http_kit::with_body_limit(
+        Router::new()
+            .route(
+                "/.well-known/terraform.json",
+                get(registry_protocol::discovery),
+            )
+            .route("/api/registry/v1/modules", get(registry_protocol::list_all))
+            .route(
+                "/api/registry/v1/modules/",
+                get(registry_protocol::list_all),
+            )
+            .route(
+                "/api/registry/v1/modules/search",
+                get(registry_protocol::search),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}",
+                get(registry_protocol::list_namespace),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}/{module}",
+                get(registry_protocol::latest_per_provider),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}/{module}/{provider}",
+                get(registry_protocol::latest),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}/{module}/{provider}/versions",
+                get(registry_protocol::list_versions),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}/{module}/{provider}/download",
+                get(registry_protocol::download_latest),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}/{module}/{provider}/{version}",
+                get(registry_protocol::read_version),
+            )
+            .route(
+                "/api/registry/v1/modules/{namespace}/{module}/{provider}/{version}/download",
+                get(registry_protocol::download),
+            )
+            .route(
+                "/webhooks/vcs/{id}",
+                post(registry_modules::receive_webhook),
+            ),
+        JSONAPI_BODY_LIMIT,
     );
 
     jsonapi
         .merge(blobs)
+        .merge(registry)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone())

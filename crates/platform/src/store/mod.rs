@@ -1,8 +1,9 @@
 //! Every storage key the platform writes, and its stored records, one file per family:
 //! `users.rs`, `organizations.rs`, `teams.rs` (teams and team membership), `memberships.rs`
 //! (organization memberships), `tokens.rs` (user, team and organization tokens),
-//! `workspaces.rs`, `configuration_versions.rs` (and the URL signing key) and `runs.rs`; the
-//! last three list their keys in their own files.
+//! `workspaces.rs`, `configuration_versions.rs` (and the URL signing key), `runs.rs`,
+//! `registry_modules.rs` (modules, versions, parsed details, webhooks) and `oauth_clients.rs`
+//! (VCS connections); the last five list their keys in their own files.
 //!
 //! Layout under [`PREFIX`]:
 //! ```text
@@ -51,7 +52,9 @@
 
 pub(crate) mod configuration_versions;
 pub(crate) mod memberships;
+pub(crate) mod oauth_clients;
 pub(crate) mod organizations;
+pub(crate) mod registry_modules;
 pub(crate) mod runs;
 pub(crate) mod teams;
 pub(crate) mod tokens;

@@ -15,7 +15,9 @@
 
 pub(crate) mod configuration_versions;
 pub(crate) mod memberships;
+pub(crate) mod oauth_clients;
 pub(crate) mod organizations;
+pub(crate) mod registry_modules;
 pub(crate) mod runs;
 pub(crate) mod teams;
 pub(crate) mod tokens;
