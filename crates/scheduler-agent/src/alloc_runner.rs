@@ -14,7 +14,10 @@
 //! - on agent shutdown it returns without touching the tasks' processes;
 //! - a stop waits out the group's `shutdown_delay` before any task is killed, and each task's
 //!   own `shutdown_delay` is waited by its runner after `Killing`; a stop with
-//!   `no_shutdown_delay` skips both (the tasks say so with `Skipping shutdown delay`).
+//!   `no_shutdown_delay` skips both (the tasks say so with `Skipping shutdown delay`);
+//! - every copy of the allocation it holds has this node's dynamic ports (`ports.rs`), kept
+//!   until it finishes; its services (`services.rs`) follow its tasks' states and are
+//!   deregistered as soon as it is being stopped, before any delay or kill.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +34,8 @@ use tokio::task::JoinSet;
 use crate::Shared;
 use crate::events;
 use crate::handles::TaskCommand;
+use crate::schedule::ScheduleGate;
+use crate::services::{AllocServices, node_address};
 use crate::state::{AllocRecord, TaskRecord, is_safe_component};
 use crate::task_runner::{TaskContext, TaskRunner, TaskUpdate};
 use crate::time::{duration_of, now_rfc3339};
@@ -109,6 +114,8 @@ pub(crate) struct AllocRunner {
     /// A stop waiting out the group's `shutdown_delay`: when it ends, the tasks are killed.
     stop_at: Option<tokio::time::Instant>,
     last_sent: Option<AllocClientUpdate>,
+    /// The allocation's provider-`nomad` services (once its job is known).
+    services: Option<AllocServices>,
 }
 
 impl AllocRunner {
@@ -118,6 +125,10 @@ impl AllocRunner {
         mut alloc: Allocation,
         restored: Option<AllocRecord>,
     ) -> AllocRunner {
+        let previous = restored.as_ref().map(|record| &record.alloc);
+        shared
+            .ports
+            .fill(&mut alloc, previous, &node_address(&shared.node));
         let record = match restored {
             Some(mut record) => {
                 if alloc.job.is_none() {
@@ -140,6 +151,7 @@ impl AllocRunner {
             destroying: false,
             stop_at: None,
             last_sent: None,
+            services: None,
         }
     }
 
@@ -157,7 +169,9 @@ impl AllocRunner {
         };
         let (updates_tx, mut updates) = mpsc::unbounded_channel();
         let mut runners = JoinSet::new();
+        self.services = Some(AllocServices::new(self.shared.clone(), &self.alloc, &job));
         self.spawn_tasks(&job, &updates_tx, &mut runners);
+        self.sync_services();
         drop(updates_tx);
         self.shared.controls.insert(
             &self.alloc.id,
@@ -196,6 +210,11 @@ impl AllocRunner {
             self.persist();
             return RunnerExit::Detached;
         }
+        if let Some(services) = self.services.as_mut() {
+            services.stop();
+        }
+        self.shared.runtime.remove_alloc(&self.alloc.id);
+        self.shared.ports.release(&self.alloc.id);
         if self.destroying {
             self.shared.state.remove_alloc(&self.alloc.id);
             return RunnerExit::Destroyed;
@@ -257,6 +276,7 @@ impl AllocRunner {
                 poll_interval: self.shared.poll_interval,
                 updates: updates.clone(),
                 shutdown: self.shared.shutdown.clone(),
+                schedule: ScheduleGate::for_task(&self.shared, &self.alloc.id, task),
             };
             let record = restored.clone().unwrap_or_else(|| TaskRecord {
                 state: TaskState {
@@ -291,6 +311,10 @@ impl AllocRunner {
                 if alloc.job.is_none() {
                     alloc.job = self.alloc.job.clone();
                 }
+                let node_ip = node_address(&self.shared.node);
+                self.shared
+                    .ports
+                    .fill(&mut alloc, Some(&self.alloc), &node_ip);
                 let stop = alloc.server_terminal();
                 self.record.alloc = alloc.clone();
                 self.alloc = Arc::new(alloc);
@@ -314,6 +338,20 @@ impl AllocRunner {
                 self.kill_live(None);
             }
         }
+        self.sync_services();
+    }
+
+    /// Registers or deregisters the allocation's services to match its tasks.
+    fn sync_services(&mut self) {
+        let Some(services) = self.services.as_mut() else {
+            return;
+        };
+        let states: BTreeMap<String, TaskState> = self
+            .slots
+            .iter()
+            .map(|(name, slot)| (name.clone(), slot.record.state.clone()))
+            .collect();
+        services.sync(&states, self.killing);
     }
 
     fn on_task_update(&mut self, update: TaskUpdate) {
@@ -327,6 +365,7 @@ impl AllocRunner {
             self.kill_live(Some(event));
         }
         self.refresh_status();
+        self.sync_services();
         self.persist();
         self.report();
     }

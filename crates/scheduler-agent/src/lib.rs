@@ -16,7 +16,10 @@
 //! allocation endpoints (signal, restart, exec) reach running tasks. A fourth loop,
 //! `calls.rs`, long-polls the server for the calls its client endpoints make (signal,
 //! restart, `exec/` sessions, `fs.rs` files and logs) and answers each over a connection it
-//! dials back, so the agent needs no listener of its own.
+//! dials back, so the agent needs no listener of its own. Two more run the runtime of the
+//! allocations (`runtime.rs`): the node's runtime report (the services `services.rs` registers
+//! with the dynamic ports `ports.rs` assigns, the results of `checks.rs`, each scheduled task's
+//! state from `schedule.rs`) and the pull of pause overrides.
 //!
 //! Invariants:
 //! - nothing outlives `run`: every spawned task lives in a `JoinSet` owned (transitively) by
@@ -30,6 +33,7 @@ mod alloc_runner;
 mod alloc_watcher;
 mod backoff;
 mod calls;
+mod checks;
 mod driver;
 mod env;
 mod events;
@@ -37,12 +41,17 @@ mod exec;
 mod fs;
 mod handles;
 mod node;
+mod ports;
 mod restarts;
+mod runtime;
+mod schedule;
 mod server_client;
+mod services;
 mod state;
 mod task_runner;
 mod time;
 mod updater;
+mod zoneinfo;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -137,6 +146,10 @@ pub(crate) struct Shared {
     pub(crate) state: StateDir,
     pub(crate) updates: mpsc::UnboundedSender<AllocClientUpdate>,
     pub(crate) controls: AllocControls,
+    /// Services, check results, schedule states and overrides of this node's allocations.
+    pub(crate) runtime: Arc<runtime::Runtime>,
+    /// The dynamic ports this node's allocations hold.
+    pub(crate) ports: ports::PortTable,
     pub(crate) host_env: Arc<Vec<(String, String)>>,
     pub(crate) max_kill_timeout: Duration,
     pub(crate) poll_interval: Duration,
@@ -205,6 +218,8 @@ impl Agent {
             state: self.state.clone(),
             updates: updates_tx,
             controls: self.controls.clone(),
+            runtime: Arc::default(),
+            ports: ports::PortTable::default(),
             host_env: Arc::new(std::env::vars().collect()),
             max_kill_timeout: self.config.max_kill_timeout,
             poll_interval: self.config.reattach_poll_interval,
@@ -230,9 +245,19 @@ impl Agent {
             epoch_tx.subscribe(),
             self.config.alloc_query_wait,
         );
+        let reporter =
+            runtime::run_reporter(shared.clone(), self.client.clone(), epoch_tx.subscribe());
+        let overrides = runtime::run_override_puller(
+            shared.clone(),
+            self.client.clone(),
+            epoch_tx.subscribe(),
+            self.config.alloc_query_wait,
+        );
         tokio::join!(
             node::maintain(&self.client, &self.node, &epoch_tx, &shutdown),
             calls,
+            reporter,
+            overrides,
             updater::run(
                 &self.client,
                 updates_rx,

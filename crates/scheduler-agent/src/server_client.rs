@@ -8,7 +8,11 @@
 //! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`;
 //! - `GET /v1/internal/node/:id/calls?wait=30s` (long poll) → `{"Calls": [ClientCall]}`;
 //! - `GET /v1/internal/node/:id/call/:call_id` upgraded to `cairn-call`: the tunnel that
-//!   answers one call (see `calls.rs`).
+//!   answers one call (see `calls.rs`);
+//! - `PUT /v1/internal/node/:id/runtime` `NodeRuntimeReport` → `{"Index": n}` (see
+//!   `runtime.rs`);
+//! - `GET /v1/internal/node/:id/overrides?index=N&wait=30s` (blocking) →
+//!   `{"Overrides": [ScheduleOverride], "Index": n}`.
 //!
 //! Invariants: a transport failure moves on to the next configured server; malformed data is
 //! an error value, never a panic; one allocation the agent cannot decode does not hide the
@@ -17,7 +21,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use scheduler_structs::{AllocClientUpdate, Allocation, Nanos, Node};
+use scheduler_structs::{
+    AllocClientUpdate, Allocation, Nanos, Node, NodeRuntimeReport, ScheduleOverride,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -260,6 +266,58 @@ impl ServerClient {
             });
         }
         response.upgrade().await.map_err(transport)
+    }
+
+    /// Sends the node's whole runtime report (services, check results, schedule states).
+    pub(crate) async fn report_runtime(
+        &self,
+        node_id: &str,
+        report: &NodeRuntimeReport,
+    ) -> Result<(), ServerError> {
+        let body =
+            serde_json::to_vec(report).map_err(|error| ServerError::Decode(error.to_string()))?;
+        let path = format!("/v1/internal/node/{node_id}/runtime");
+        self.call(
+            reqwest::Method::PUT,
+            &path,
+            &self.secret,
+            Some(body),
+            CALL_TIMEOUT,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The blocking query of the pause overrides waiting for this node's allocations.
+    pub(crate) async fn overrides(
+        &self,
+        node_id: &str,
+        index: u64,
+        wait: Duration,
+    ) -> Result<(Vec<ScheduleOverride>, u64), ServerError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Overrides {
+            #[serde(default)]
+            overrides: Option<Vec<ScheduleOverride>>,
+            #[serde(default)]
+            index: u64,
+        }
+        let path = format!(
+            "/v1/internal/node/{node_id}/overrides?index={index}&wait={}",
+            stdx::duration::format_go_std(wait)
+        );
+        let bytes = self
+            .call(
+                reqwest::Method::GET,
+                &path,
+                &self.secret,
+                None,
+                wait + BLOCKING_SLACK,
+            )
+            .await?;
+        let answer: Overrides = decode(&bytes)?;
+        Ok((answer.overrides.unwrap_or_default(), answer.index))
     }
 
     pub(crate) async fn update_allocations(

@@ -17,7 +17,10 @@
 //!   when the stop asked for `no_shutdown_delay`), `Terminated`, `Killed`; a task killed while
 //!   waiting to restart just goes dead;
 //! - user restart: `Restart Signaled`, `Terminated`, `Restarting` (no delay), `Started`;
-//! - signal: `Signaling`; exec sessions emit nothing (they only read how the task runs).
+//! - signal: `Signaling`; exec sessions emit nothing (they only read how the task runs);
+//! - schedule (a task with a `schedule` block, `schedule.rs`): `Pausing` when its gate says
+//!   stop (the process is killed, `Terminated`, and the task waits pending, not counted as a
+//!   restart), `Running` when it may run again, then `Started`.
 //!
 //! Invariants: at most one process per task; the pid and start time are published before the
 //! runner waits on the process, and cleared once it is gone; `StartedAt` is set on each
@@ -42,6 +45,7 @@ use crate::env::{EnvInputs, TaskEnv};
 use crate::events;
 use crate::handles::{ControlError, ExecTarget, TaskCommand};
 use crate::restarts::{Decision, RestartTracker, RunOutcome, default_policy};
+use crate::schedule::{self, ScheduleGate};
 use crate::state::{TaskDirs, TaskRecord};
 use crate::time::{duration_of, now_rfc3339};
 
@@ -65,6 +69,8 @@ pub(crate) struct TaskContext {
     pub(crate) poll_interval: Duration,
     pub(crate) updates: mpsc::UnboundedSender<TaskUpdate>,
     pub(crate) shutdown: CancellationToken,
+    /// The task's schedule, when it has one.
+    pub(crate) schedule: Option<Arc<ScheduleGate>>,
 }
 
 impl TaskContext {
@@ -85,6 +91,8 @@ enum Step {
     Stop,
     /// The agent is shutting down: return, leaving any process running.
     Detach,
+    /// Stopped by its schedule: wait pending until it may run again.
+    Paused,
 }
 
 /// Where a restored task resumes.
@@ -105,6 +113,8 @@ pub(crate) struct TaskRunner {
     kill_error: Option<String>,
     /// The environment the current process was started with (exec sessions get it too).
     exec_env: Option<Arc<BTreeMap<String, String>>>,
+    /// The task is paused by its schedule (`Pausing` emitted, `Running` not yet).
+    paused: bool,
 }
 
 impl TaskRunner {
@@ -124,6 +134,7 @@ impl TaskRunner {
             tracker,
             kill_error: None,
             exec_env: None,
+            paused: false,
             ctx,
         }
     }
@@ -177,6 +188,10 @@ impl TaskRunner {
                     Step::Outcome(outcome) => outcome,
                     Step::Stop => break,
                     Step::Detach => return self.record,
+                    Step::Paused => {
+                        self.update_state(TASK_STATE_PENDING, None);
+                        continue;
+                    }
                 },
             };
             match self
@@ -278,6 +293,11 @@ impl TaskRunner {
             if *killed {
                 return Step::Stop;
             }
+            if let Some(gate) = self.ctx.schedule.clone()
+                && let Some(step) = self.wait_for_window(&gate, commands, killed).await
+            {
+                return step;
+            }
             match self.start() {
                 Ok(process) => *handle = Some(process),
                 Err(recoverable) => return Step::Outcome(RunOutcome::StartFailed { recoverable }),
@@ -287,10 +307,18 @@ impl TaskRunner {
             return Step::Stop;
         };
         let mut user_restart = false;
+        let mut paused = false;
         let result = loop {
             tokio::select! {
                 result = process.wait() => break result,
                 () = self.ctx.shutdown.cancelled() => return Step::Detach,
+                reason = schedule::until_paused(self.ctx.schedule.as_deref()) => {
+                    self.emit(schedule::pausing(reason));
+                    self.paused = true;
+                    paused = true;
+                    let (result, _) = process.kill(self.ctx.kill_signal(), self.ctx.kill_timeout()).await;
+                    break result;
+                }
                 command = commands.recv() => match command {
                     None => return Step::Detach,
                     Some(TaskCommand::Kill { events, delay }) => {
@@ -328,6 +356,9 @@ impl TaskRunner {
         self.record.local.pid = None;
         self.record.local.start_time = None;
         self.emit(events::terminated(&result));
+        if paused && !*killed {
+            return Step::Paused;
+        }
         Step::Outcome(if *killed {
             RunOutcome::Killed
         } else if user_restart {
@@ -337,6 +368,43 @@ impl TaskRunner {
                 successful: result.successful(),
             }
         })
+    }
+
+    /// Waits until the task's schedule lets it run (`Pausing` first when it does not, then
+    /// `Running`); `Some` when a kill or the agent's shutdown ends the wait instead.
+    async fn wait_for_window(
+        &mut self,
+        gate: &ScheduleGate,
+        commands: &mut mpsc::UnboundedReceiver<TaskCommand>,
+        killed: &mut bool,
+    ) -> Option<Step> {
+        loop {
+            let decision = gate.decide();
+            if decision.run {
+                if std::mem::take(&mut self.paused) {
+                    self.emit(schedule::running(decision.reason));
+                }
+                return None;
+            }
+            if !self.paused {
+                self.paused = true;
+                self.update_state(TASK_STATE_PENDING, Some(schedule::pausing(decision.reason)));
+            }
+            tokio::select! {
+                () = gate.changed(decision.recheck) => {}
+                () = self.ctx.shutdown.cancelled() => return Some(Step::Detach),
+                command = commands.recv() => match command {
+                    None => return Some(Step::Detach),
+                    Some(command) => {
+                        let kill = matches!(command, TaskCommand::Kill { .. });
+                        self.not_running(command, killed);
+                        if kill {
+                            return Some(Step::Stop);
+                        }
+                    }
+                },
+            }
+        }
     }
 
     /// Waits out a restart delay; true when the agent is shutting down.
@@ -609,6 +677,7 @@ mod tests {
             poll_interval: Duration::from_millis(20),
             updates: tx,
             shutdown: shutdown.clone(),
+            schedule: None,
         };
         Harness {
             _dir: dir,
