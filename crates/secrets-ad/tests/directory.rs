@@ -711,3 +711,57 @@ async fn rotate_root_gives_the_bind_account_a_password_only_the_store_knows() {
     // GET works too.
     assert_eq!(fx.read("rotate-root").await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn the_periodic_hook_finishes_password_changes_a_crash_interrupted() {
+    use secrets_sdk::EngineStorage;
+    let tree = Tree::new().await;
+    let dn = tree.add_user("svc", "initial-secret").await;
+    let lib = tree.add_user("lib1", "initial-1").await;
+    let fx = Fixture::new();
+    fx.configure(&tree, json!({})).await;
+    fx.write("roles/app", json!({"service_account_name": "svc"}))
+        .await
+        .unwrap();
+    let before = text(&fx.data("creds/app").await, "current_password");
+    fx.write("library/team", json!({"service_account_names": "lib1"}))
+        .await
+        .unwrap();
+    fx.call(
+        Operation::Update,
+        "library/team/check-out",
+        json!({}),
+        Some(&caller("alice", None)),
+    )
+    .await
+    .unwrap();
+
+    // A crash right after the new passwords were written down, before the directory took them.
+    let pending = |password: &str| {
+        serde_json::to_vec(&json!({"version": 1, "password": password, "created_ms": 1})).unwrap()
+    };
+    fx.storage
+        .put("wal/role/app", &pending("?@09AZfrom-the-wal-1"))
+        .await
+        .unwrap();
+    fx.storage
+        .put("wal/account/lib1", &pending("?@09AZfrom-the-wal-2"))
+        .await
+        .unwrap();
+    fx.engine.periodic().await.unwrap();
+
+    assert!(binds(&dn, "?@09AZfrom-the-wal-1").await);
+    let creds = fx.data("creds/app").await;
+    assert_eq!(text(&creds, "current_password"), "?@09AZfrom-the-wal-1");
+    assert_eq!(text(&creds, "last_password"), before);
+    assert!(binds(&lib, "?@09AZfrom-the-wal-2").await);
+    assert_eq!(
+        fx.data("library/team/status").await["lib1"],
+        json!({"available": true}),
+        "the interrupted check-in completed"
+    );
+    assert!(
+        !fx.storage.keys().iter().any(|k| k.starts_with("wal/")),
+        "no WAL is left"
+    );
+}
