@@ -359,3 +359,35 @@ async fn an_idle_session_gets_heartbeats_and_its_command_dies_with_the_socket() 
         })
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_into_an_isolated_task_runs_inside_its_namespaces_and_root() {
+    let cluster = Cluster::start(false).await;
+    let mut job = shell_job("isolated", "while :; do sleep 0.1; done");
+    job["TaskGroups"][0]["Tasks"][0]["Driver"] = json!("exec");
+    let alloc_id = cluster.run_job(job).await;
+    let command = [
+        "/bin/sh",
+        "-c",
+        "echo pid=$$; ls /; cat /proc/1/cmdline | tr '\\0' ' '",
+    ];
+    let mut socket = connect(&cluster, &exec_path(&alloc_id, "t", &command, ""), None).await;
+    let outcome = collect(&mut socket).await;
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "{stdout} {:?}",
+        String::from_utf8_lossy(&outcome.stderr)
+    );
+    // A small PID in the task's own PID namespace, whose PID 1 is the task's init, and the
+    // task directory as the root.
+    let pid: i64 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("pid="))
+        .and_then(|pid| pid.parse().ok())
+        .expect("the shell's pid");
+    assert!(pid < 100, "{stdout}");
+    assert!(stdout.lines().any(|line| line == "local"), "{stdout}");
+    assert!(stdout.contains("cairn-init"), "{stdout}");
+}

@@ -37,6 +37,9 @@ pub(crate) use frames::{Input, exit_frame, output_close, output_data};
 /// How long output may still arrive after the command exited.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
+/// How long an isolated task that only just started may take to enter its root.
+const ISOLATED_START: Duration = Duration::from_secs(5);
+
 /// The largest chunk of output in one frame (upstream reads 1 KiB at a time).
 const CHUNK: usize = 1024;
 
@@ -74,7 +77,7 @@ where
         }
         Err(error) => return refuse(&mut io, &Refusal::from(error)).await,
     };
-    let argv = argv(&target, command);
+    let argv = argv(&target, command).await;
     let started = if tty {
         Started::pty(&target, &argv)
     } else {
@@ -103,15 +106,27 @@ where
     tracing::info!(alloc_id = %call.alloc_id, %task, ?code, "exec session ended");
 }
 
-/// The command line to run: as given for raw_exec; inside the task's namespaces and root for
-/// an isolated task.
-fn argv(target: &ExecTarget, command: Vec<String>) -> Vec<String> {
+/// The command line to run: as given for raw_exec; for an isolated task, inside the
+/// namespaces and the root of its init (the first child of the process the agent tracks,
+/// which is PID 1 of the task's PID namespace; see `driver/exec.rs`). The init switches to
+/// the task's root before it starts the task, so a task only just started is waited for
+/// (until the init's root is the task directory, at most [`ISOLATED_START`]).
+async fn argv(target: &ExecTarget, command: Vec<String>) -> Vec<String> {
     if target.driver != "exec" {
         return command;
     }
+    let deadline = tokio::time::Instant::now() + ISOLATED_START;
+    let init = loop {
+        let init = first_child(target.pid);
+        let rooted = init.is_some_and(|init| in_root(init, &target.task_dir));
+        if rooted || tokio::time::Instant::now() >= deadline {
+            break init.unwrap_or(target.pid);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let mut argv = vec![
         "nsenter".to_owned(),
-        format!("--target={}", target.pid),
+        format!("--target={init}"),
         "--mount".to_owned(),
         "--pid".to_owned(),
         "--ipc".to_owned(),
@@ -121,6 +136,24 @@ fn argv(target: &ExecTarget, command: Vec<String>) -> Vec<String> {
     ];
     argv.extend(command);
     argv
+}
+
+/// Whether the root of process `pid` is `dir` (the same directory, by device and inode).
+fn in_root(pid: i32, dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (
+        std::fs::metadata(format!("/proc/{pid}/root")),
+        std::fs::metadata(dir),
+    ) {
+        (Ok(root), Ok(dir)) => root.dev() == dir.dev() && root.ino() == dir.ino(),
+        _ => false,
+    }
+}
+
+/// The first child of `pid`, from `/proc`.
+fn first_child(pid: i32) -> Option<i32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
 }
 
 /// Where stdin goes and how the terminal is resized.
