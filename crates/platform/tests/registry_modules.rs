@@ -219,6 +219,15 @@ async fn a_version_with_pre_release_and_build_is_pending_with_an_object_upload_l
     assert!(upload_url.starts_with("http://"), "{upload_url}");
     assert!(upload_url.contains("/object/"), "{upload_url}");
 
+    // pytfe sends the version unencoded in the query: `+` must not become a space.
+    let read = platform
+        .get(
+            "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/version?module_version=1.2.3-alpha+feature",
+            ROOT,
+        )
+        .await
+        .expect(200);
+    assert_eq!(read.body["data"]["id"], data["id"]);
     let statuses = read_module(&platform, "acme", "vpc", "aws").await["data"]["attributes"]
         ["version-statuses"]
         .clone();

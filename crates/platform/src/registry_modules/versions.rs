@@ -216,7 +216,9 @@ pub(crate) async fn read_version(
         .or_else(|| query.get("module-version"))
         .filter(|v| !v.is_empty())
         .ok_or_else(|| Error::bad_parameter("module_version", "module_version is required"))?
-        .to_owned();
+        // pytfe puts the version in the query unencoded, so build metadata's `+` arrives as a
+        // space; a semantic version has no spaces.
+        .replace(' ', "+");
     let (module, _) = visible_module(&state, &caller, &Coordinates::of(path)).await?;
     let version = module.record.find_version(&wanted).ok_or(Error::NotFound)?;
     Ok(JsonApi::ok(Document::one(version_resource(
