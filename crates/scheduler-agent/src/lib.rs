@@ -218,7 +218,7 @@ impl Agent {
             state: self.state.clone(),
             updates: updates_tx,
             controls: self.controls.clone(),
-            runtime: Arc::default(),
+            runtime: Arc::new(runtime::Runtime::restored(self.state.clone())),
             ports: ports::PortTable::default(),
             host_env: Arc::new(std::env::vars().collect()),
             max_kill_timeout: self.config.max_kill_timeout,

@@ -13,7 +13,9 @@
 //! Invariants: a report is always the node's whole runtime (the server replaces the previous
 //! one), so an allocation removed here is deregistered by the next report; every change bumps
 //! one counter the reporter waits on; an override is applied at most once per server index
-//! (re-applying one is harmless anyway: it sets the same state).
+//! (re-applying one is harmless anyway: it sets the same state); the overrides in force are
+//! persisted in the data dir on every change and restored before any task runs, so a forced
+//! pause or run survives an agent restart (the server forgets an override once applied).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +27,7 @@ use tokio::sync::watch;
 use crate::Shared;
 use crate::backoff::Backoff;
 use crate::server_client::ServerClient;
+use crate::state::StateDir;
 
 /// How long changes are coalesced before a report is sent.
 pub(crate) const REPORT_COALESCE: Duration = Duration::from_millis(100);
@@ -67,6 +70,8 @@ pub(crate) struct Runtime {
     changed: watch::Sender<u64>,
     /// Bumped on every change of the overrides (schedule gates wait on it).
     overrides_changed: watch::Sender<u64>,
+    /// Where the overrides are persisted (none in unit tests).
+    store: Option<StateDir>,
 }
 
 impl Default for Runtime {
@@ -75,11 +80,51 @@ impl Default for Runtime {
             state: Mutex::new(RuntimeState::default()),
             changed: watch::Sender::new(0),
             overrides_changed: watch::Sender::new(0),
+            store: None,
         }
     }
 }
 
 impl Runtime {
+    /// A runtime with the overrides persisted in `store` (restored from it now).
+    pub(crate) fn restored(store: StateDir) -> Runtime {
+        let mut state = RuntimeState::default();
+        for (alloc, task, wanted) in store.load_overrides() {
+            let wanted = match wanted.as_str() {
+                "pause" => Override::Pause,
+                "run" => Override::Run,
+                _ => continue,
+            };
+            state.overrides.insert((alloc, task), wanted);
+        }
+        Runtime {
+            state: Mutex::new(state),
+            store: Some(store),
+            ..Runtime::default()
+        }
+    }
+
+    /// Writes the overrides in force to the data dir.
+    fn persist_overrides(&self, state: &RuntimeState) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let list: Vec<(String, String, String)> = state
+            .overrides
+            .iter()
+            .map(|((alloc, task), wanted)| {
+                let wanted = match wanted {
+                    Override::Pause => "pause",
+                    Override::Run => "run",
+                };
+                (alloc.clone(), task.clone(), wanted.to_owned())
+            })
+            .collect();
+        if let Err(error) = store.save_overrides(&list) {
+            tracing::error!(%error, "cannot persist schedule overrides");
+        }
+    }
+
     fn change<T>(&self, apply: impl FnOnce(&mut RuntimeState) -> T) -> T {
         let out = {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -153,7 +198,11 @@ impl Runtime {
     pub(crate) fn remove_alloc(&self, alloc_id: &str) {
         self.change(|state| {
             state.allocs.remove(alloc_id);
+            let before = state.overrides.len();
             state.overrides.retain(|(alloc, _), _| alloc != alloc_id);
+            if state.overrides.len() != before {
+                self.persist_overrides(state);
+            }
         });
     }
 
@@ -175,6 +224,7 @@ impl Runtime {
                 Some(wanted) => state.overrides.insert(key, wanted),
                 None => state.overrides.remove(&key),
             };
+            self.persist_overrides(&state);
         }
         self.overrides_changed.send_modify(|count| *count += 1);
     }
@@ -338,6 +388,24 @@ mod tests {
         let report = runtime.report();
         assert!(report.services.is_empty());
         assert!(report.checks.is_empty() && report.schedules.is_empty());
+    }
+
+    #[test]
+    fn overrides_in_force_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateDir::new(dir.path().to_path_buf());
+        store.init().unwrap();
+        let runtime = Runtime::restored(store.clone());
+        runtime.set_override("a1", "main", Some(Override::Pause));
+        runtime.set_override("a2", "main", Some(Override::Run));
+        runtime.set_override("a2", "other", Some(Override::Run));
+        runtime.set_override("a2", "other", None);
+        let again = Runtime::restored(store.clone());
+        assert_eq!(again.override_of("a1", "main"), Some(Override::Pause));
+        assert_eq!(again.override_of("a2", "main"), Some(Override::Run));
+        assert_eq!(again.override_of("a2", "other"), None);
+        again.remove_alloc("a1");
+        assert_eq!(Runtime::restored(store).override_of("a1", "main"), None);
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! stop deregisters them before any kill or shutdown delay, so traffic drains first. Services
 //! of another provider (`consul`) are left to that provider and not registered here.
 //!
+//! Names, tags, port labels and the checks' paths, commands, arguments and headers are
+//! interpolated with the task's environment (the group's runtime variables for a group
+//! service), so `${NOMAD_JOB_NAME}-web` or `${NOMAD_ALLOC_INDEX}` work as upstream.
+//!
 //! Invariants: building is pure (the allocation and job in, specs out); a registration's ID
 //! and a check's ID are stable for the same allocation and block, so a re-registration after
 //! a task restart is the same service; every check loop lives in the hook's `JoinSet`, which
@@ -22,13 +26,14 @@ use std::time::Duration;
 use md5::{Digest, Md5};
 use scheduler_structs::{
     Allocation, CheckResult, Job, NetworkResource, Node, ServiceRegistration, TASK_STATE_RUNNING,
-    TaskState,
+    Task, TaskState,
 };
 use serde::Deserialize;
 use tokio::task::JoinSet;
 
 use crate::Shared;
 use crate::checks::{self, CheckKind, ScriptContext};
+use crate::env::{EnvInputs, TaskEnv};
 use crate::time::duration_of;
 
 /// The provider this client registers.
@@ -105,15 +110,29 @@ pub(crate) fn specs(alloc: &Allocation, job: &Job, node: &Node) -> Vec<ServiceSp
         return Vec::new();
     };
     let node_ip = node_address(node);
+    let no_task = Task::default();
     let mut specs = Vec::new();
-    let mut add = |value: &serde_json::Value, task: Option<&str>| {
-        let Ok(block) = serde_json::from_value::<ServiceBlock>(value.clone()) else {
+    let mut add = |value: &serde_json::Value, task: Option<&Task>| {
+        let Ok(mut block) = serde_json::from_value::<ServiceBlock>(value.clone()) else {
             tracing::warn!(alloc_id = %alloc.id, "ignoring a malformed service block");
             return;
         };
         if block.provider != PROVIDER_NOMAD {
             return;
         }
+        let env = TaskEnv::build(&EnvInputs {
+            alloc,
+            job,
+            group,
+            task: task.unwrap_or(&no_task),
+            node,
+            alloc_dir: std::path::Path::new(""),
+            local_dir: std::path::Path::new(""),
+            secrets_dir: std::path::Path::new(""),
+            host_env: &[],
+        });
+        interpolate(&mut block, &env);
+        let task = task.map(|task| task.name.as_str());
         let mut spec = service_spec(alloc, job, task, &block, &node_ip);
         spec.registration.node_id.clone_from(&node.id);
         spec.registration.datacenter.clone_from(&node.datacenter);
@@ -124,10 +143,29 @@ pub(crate) fn specs(alloc: &Allocation, job: &Job, node: &Node) -> Vec<ServiceSp
     }
     for task in &group.tasks {
         for service in &task.services {
-            add(service, Some(&task.name));
+            add(service, Some(task));
         }
     }
     specs
+}
+
+/// Interpolates a service block's runtime fields with `env`.
+fn interpolate(block: &mut ServiceBlock, env: &TaskEnv) {
+    let apply = |text: &mut String| *text = env.interpolate(text);
+    apply(&mut block.name);
+    apply(&mut block.port_label);
+    apply(&mut block.address);
+    block.tags.iter_mut().for_each(apply);
+    for check in &mut block.checks {
+        apply(&mut check.name);
+        apply(&mut check.port_label);
+        apply(&mut check.path);
+        apply(&mut check.command);
+        check.args.iter_mut().for_each(apply);
+        for values in check.header.values_mut() {
+            values.iter_mut().for_each(apply);
+        }
+    }
 }
 
 /// The address services fall back to: the node's advertised IP, else loopback.
@@ -455,7 +493,8 @@ mod tests {
         let task = Task {
             name: "web".to_owned(),
             services: vec![json!({
-                "Name": "web", "PortLabel": "http", "Tags": ["v1"], "Provider": "nomad",
+                "Name": "web", "PortLabel": "http", "Tags": ["v1", "${NOMAD_JOB_ID}-${NOMAD_ALLOC_INDEX}"],
+                "Provider": "nomad",
                 "Checks": [{"Name": "alive", "Type": "tcp", "Interval": 1_000_000_000u64,
                             "Timeout": 500_000_000u64}]
             })],
@@ -515,7 +554,7 @@ mod tests {
             (web.registration.address.as_str(), web.registration.port),
             ("10.1.2.3", 23456)
         );
-        assert_eq!(web.registration.tags, ["v1"]);
+        assert_eq!(web.registration.tags, ["v1", "j-0"]);
         let check = &web.checks[0];
         assert_eq!(check.kind, CheckKind::Tcp);
         assert_eq!(check.interval, Duration::from_secs(1));

@@ -7,6 +7,8 @@
 //!   the task states as last reported, and per task the pid and start time of its process);
 //! - `client/allocs/<alloc_id>/<task>.exit`: the exit file of the task's current process (see
 //!   `driver::raw_exec`);
+//! - `client/schedule_overrides.json`: the pause overrides in force, as `[alloc, task,
+//!   "pause" | "run"]` triples (see `runtime.rs`);
 //! - `alloc/<alloc_id>/`: the allocation directory tasks see (`alloc/{logs,tmp,data}`,
 //!   `<task>/{local,secrets,tmp}`).
 //!
@@ -178,6 +180,23 @@ impl StateDir {
                 tracing::warn!(path = %dir.display(), %error, "cannot remove allocation files");
             }
         }
+    }
+
+    /// The schedule pause overrides in force (`[alloc, task, "pause" | "run"]`); none when
+    /// the file is missing or unreadable.
+    pub(crate) fn load_overrides(&self) -> Vec<(String, String, String)> {
+        let path = self.client_dir().join("schedule_overrides.json");
+        read_json(&path).ok().flatten().unwrap_or_default()
+    }
+
+    pub(crate) fn save_overrides(
+        &self,
+        overrides: &[(String, String, String)],
+    ) -> std::io::Result<()> {
+        write_json(
+            &self.client_dir().join("schedule_overrides.json"),
+            &overrides,
+        )
     }
 
     /// The directories of `task` in `alloc_id` (not created).
