@@ -219,7 +219,7 @@ impl Agent {
             updates: updates_tx,
             controls: self.controls.clone(),
             runtime: Arc::new(runtime::Runtime::restored(self.state.clone())),
-            ports: ports::PortTable::default(),
+            ports: ports::PortTable::restored(&self.state),
             host_env: Arc::new(std::env::vars().collect()),
             max_kill_timeout: self.config.max_kill_timeout,
             poll_interval: self.config.reattach_poll_interval,

@@ -6,8 +6,8 @@
 //! service registrations (`services.rs`) then read them from the allocation as upstream's do.
 //!
 //! Invariants: an allocation keeps its ports for its whole life on this node, across server
-//! updates and agent restarts (a restored allocation's ports are adopted before any new one
-//! is picked); no two live allocations of this node share a dynamic port, and none takes a
+//! updates and agent restarts (the ports of every allocation on disk are held before any new
+//! one is picked); no two live allocations of this node share a dynamic port, and none takes a
 //! port reserved by another allocation or one something on the host is already bound to.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -15,6 +15,8 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::sync::{Mutex, PoisonError};
 
 use scheduler_structs::{Allocation, NetworkResource};
+
+use crate::state::StateDir;
 
 /// The lowest dynamic port (Nomad's `min_dynamic_port` default).
 pub(crate) const MIN_DYNAMIC_PORT: i64 = 20000;
@@ -28,6 +30,21 @@ pub(crate) struct PortTable {
 }
 
 impl PortTable {
+    /// A table holding the ports of the allocations the agent ran before (their state files),
+    /// so that no new allocation is given one of them, whichever runner starts first.
+    pub(crate) fn restored(state: &StateDir) -> PortTable {
+        let table = PortTable::default();
+        {
+            let mut held = table.held.lock().unwrap_or_else(PoisonError::into_inner);
+            for alloc_id in state.alloc_ids() {
+                if let Some(record) = state.load_alloc(&alloc_id) {
+                    held.insert(alloc_id, assigned_ports(&record.alloc));
+                }
+            }
+        }
+        table
+    }
+
     /// Fills `alloc`'s dynamic ports (and empty network IPs with `node_ip`): a label keeps the
     /// port it already has in this table, else the one `previous` (the allocation as the agent
     /// last ran it) had, else a free one.
@@ -200,6 +217,24 @@ mod tests {
                 .values()
                 .all(|port| !ports.values().any(|mine| mine == port))
         );
+    }
+
+    #[test]
+    fn ports_of_allocations_on_disk_are_never_given_to_new_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::new(dir.path().to_path_buf());
+        state.init().unwrap();
+        let mut before = alloc("a1");
+        PortTable::default().fill(&mut before, None, "127.0.0.1");
+        state
+            .save_alloc(&crate::state::AllocRecord {
+                alloc: before.clone(),
+                ..crate::state::AllocRecord::default()
+            })
+            .unwrap();
+        let table = PortTable::restored(&state);
+        let held = table.held.lock().unwrap().clone();
+        assert_eq!(held["a1"], assigned_ports(&before));
     }
 
     #[test]
