@@ -454,6 +454,7 @@ async fn build_service(
             if let Some(token) = &opened.bootstrap_token {
                 crate::println_stdout(&format!("  platform bootstrap token  {token}"));
             }
+            platform::start_tasks(&opened.state, runner);
             platform::router(opened.state)
         }
     })

@@ -6,6 +6,8 @@
 //! answers what the caller may do in one organization as an [`OrgAccess`], whose predicates
 //! (`can_manage_membership`, ...) handlers check before touching data;
 //! [`load_visible_workspace`] does the same for a workspace, for every workspace-scoped family.
+//! [`SiteAdmin`] is the extractor of the site administration families (`admin/`,
+//! `policy_versions.rs`): a site administrator, or 404.
 //!
 //! Where it sits: first extractor of every handler except those listed under
 //! `// Unauthenticated:` in `routes.rs`; reads `store/tokens.rs`, `store/users.rs`,
@@ -66,6 +68,21 @@ impl FromRequestParts<State> for Caller {
         Caller::resolve(state, secret)
             .await?
             .ok_or(Error::Unauthorized)
+    }
+}
+
+/// A caller who is a site administrator; anyone else is answered 404 (TFE hides its admin
+/// API), before the body is read when this comes first in a handler's extractors.
+#[derive(Debug, Clone)]
+pub(crate) struct SiteAdmin;
+
+impl FromRequestParts<State> for SiteAdmin {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<SiteAdmin, Error> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require_site_admin()?;
+        Ok(SiteAdmin)
     }
 }
 
@@ -155,10 +172,11 @@ impl Caller {
         !matches!(self.subject, Subject::Organization(_))
     }
 
-    /// Whether the caller may create organizations: site administrators only, as TFE's
-    /// default general setting `limit-user-organization-creation: true` has it.
-    pub(crate) fn can_create_organizations(&self) -> bool {
-        self.is_site_admin()
+    /// Whether the caller may create organizations: site administrators, and any user when
+    /// the general setting `limit-user-organization-creation` is off (`limited` false; on by
+    /// default, as on TFE).
+    pub(crate) fn can_create_organizations(&self, limited: bool) -> bool {
+        self.is_site_admin() || (!limited && self.user().is_some())
     }
 
     /// What the caller may do in organization `name`; 404 when it does not exist or the

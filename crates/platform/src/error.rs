@@ -6,8 +6,10 @@
 //! Invariants: one exhaustive match decides every status; bodies are JSON:API error documents
 //! with `Content-Type: application/vnd.api+json` and a string `status`; "no access" is 404
 //! ([`Error::NotFound`]), never 403 (403 is only for the spec's few cases, such as removing
-//! oneself from an organization one owns); 401 is only for a missing, unknown or expired token;
-//! a 422 names the offending member with `source.pointer`; a 5xx shows no internal detail.
+//! oneself from an organization one owns); 401 is for a missing, unknown or expired token, and
+//! for SMTP credentials the mail server refused (the spec's answer to an SMTP settings update);
+//! a 422 names the offending member with `source.pointer`; a 5xx shows no internal detail,
+//! except a delivery failure's reply from the outside server ([`Error::Delivery`]).
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
@@ -61,6 +63,14 @@ pub enum Error {
     /// Over the caller's API rate limit (`rate_limit.rs` adds the rate-limit headers).
     #[error("You have exceeded the API's rate limit.")]
     TooManyRequests,
+    /// Sending through an outside service failed: the SMTP test message of the SMTP settings,
+    /// a test SMS. The status is the spec's for each [`DeliveryFailure`]; the detail (the
+    /// server's reply) is shown, also on a 5xx.
+    #[error("{detail}")]
+    Delivery {
+        failure: DeliveryFailure,
+        detail: String,
+    },
     /// A compare-and-swap loop kept losing to concurrent writers.
     #[error("the resource changed concurrently; retry the request")]
     Contention,
@@ -75,6 +85,19 @@ pub enum Error {
     Internal(String),
     #[error(transparent)]
     Storage(#[from] storage::Error),
+}
+
+/// Why a delivery ([`Error::Delivery`]) failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryFailure {
+    /// The server refused the credentials (401, the spec's answer for SMTP).
+    Credentials,
+    /// The server answered with another error reply (500, the spec's answer for SMTP).
+    Reply,
+    /// The server did not answer in time, or could not be reached (504).
+    Timeout,
+    /// An HTTP provider could not be reached or failed on its side (502).
+    Unreachable,
 }
 
 impl Error {
@@ -113,6 +136,13 @@ impl Error {
             Error::UnsupportedMediaType => "unsupported media type".to_owned(),
             Error::MethodNotAllowed => "method not allowed".to_owned(),
             Error::TooManyRequests => "Too many requests".to_owned(),
+            Error::Delivery { failure, .. } => match failure {
+                DeliveryFailure::Credentials => "authentication failed",
+                DeliveryFailure::Reply => "delivery failed",
+                DeliveryFailure::Timeout => "gateway timeout",
+                DeliveryFailure::Unreachable => "bad gateway",
+            }
+            .to_owned(),
             Error::Rejected(_)
             | Error::CorruptRecord { .. }
             | Error::Internal(_)
@@ -137,6 +167,12 @@ impl ApiError for Error {
             Error::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            Error::Delivery { failure, .. } => match failure {
+                DeliveryFailure::Credentials => StatusCode::UNAUTHORIZED,
+                DeliveryFailure::Reply => StatusCode::INTERNAL_SERVER_ERROR,
+                DeliveryFailure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                DeliveryFailure::Unreachable => StatusCode::BAD_GATEWAY,
+            },
             Error::Rejected(rejection) => match rejection {
                 // JSON:API reports unreadable documents as 422 on TFE.
                 Rejection::MalformedJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -177,6 +213,10 @@ impl ApiError for Error {
 
     fn from_rejection(rejection: Rejection) -> Error {
         Error::Rejected(rejection)
+    }
+
+    fn is_public(&self) -> bool {
+        matches!(self, Error::Delivery { .. })
     }
 }
 

@@ -8,17 +8,20 @@
 //! `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`, `invitations.rs`,
 //! `workspaces/`, `configuration_versions.rs`, `runs.rs`, `oauth_clients.rs` (VCS connections),
 //! `registry_modules/` (the private module registry), `registry_protocol.rs` (the module
-//! registry protocol and discovery), and `objects.rs` (the signed upload and download URLs). A handler starts with the `auth::Caller` extractor (except ping, the
+//! registry protocol and discovery), `admin/` (site administration settings),
+//! `policy_versions.rs` (the policy-engine version catalogue) and `objects.rs` (the signed
+//! upload and download URLs). A handler starts with the `auth::Caller` extractor (except ping, the
 //! invitation acceptance and the signed URLs), reads its input through `request.rs` (`Body`,
 //! `Query`), persists through `store/` (runs through the workspace queue, `run_queue.rs`;
 //! archives through `blobs.rs`), renders resources with `views/` and answers through
 //! `render.rs`; errors go through [`Error`], rendered as JSON:API error documents by the
-//! `jsonapi` crate.
+//! `jsonapi` crate. Mail goes out through `mail.rs` (SMTP); the one background loop,
+//! `retention.rs` (the site data retention policy), starts through [`start_tasks`].
 //!
 //! Layers, each importing only those below it: `routes.rs`; the handlers; `views/` (how each
 //! resource renders, shared by every family that answers or includes it, so no two handler
 //! modules import each other) and `run_queue.rs`; `auth.rs`, `request.rs`, `render.rs`,
-//! `signed_url.rs`; `store/`; at the bottom `run_state.rs`, `module_config.rs` and
+//! `signed_url.rs`, `mail.rs`; `store/`; at the bottom `run_state.rs`, `module_config.rs` and
 //! `semver.rs` (pure), `archive.rs`, `blobs.rs` and `ids.rs`.
 //!
 //! Invariants:
@@ -32,6 +35,7 @@
 //!   compare-and-swap on what it read; nothing holds a lock across I/O.
 //! - The platform crate never depends on another service crate.
 
+mod admin;
 mod archive;
 mod auth;
 mod blobs;
@@ -40,6 +44,7 @@ mod configuration_versions;
 mod error;
 mod ids;
 mod invitations;
+mod mail;
 mod memberships;
 mod metrics;
 mod module_config;
@@ -47,11 +52,13 @@ mod oauth_clients;
 mod objects;
 mod organizations;
 mod ping;
+mod policy_versions;
 mod rate_limit;
 mod registry_modules;
 mod registry_protocol;
 mod render;
 mod request;
+mod retention;
 mod routes;
 mod run_queue;
 mod run_state;
@@ -67,12 +74,13 @@ mod workspaces;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use stdx::clock::{SharedClock, SystemClock};
 use storage::Storage;
 
 pub use bootstrap::{ADMIN_EMAIL, ADMIN_USERNAME};
-pub use error::Error;
+pub use error::{DeliveryFailure, Error};
 pub use rate_limit::MIN_RATE_LIMIT;
 pub use routes::router;
 
@@ -105,6 +113,12 @@ pub struct Config {
     /// The process's metrics registry (`cairn` shares one with every service); served at
     /// `/api/v2/metrics` with this service's figures.
     pub metrics: http_kit::metrics::Metrics,
+    /// How long an SMTP server may take to answer each command (default 10 s); past it, the
+    /// SMTP settings' test message is answered 504.
+    pub smtp_timeout: Duration,
+    /// How often the data retention loop looks for expired archives (default 1 h); it also
+    /// runs at once whenever the policy changes.
+    pub retention_interval: Duration,
 }
 
 impl Default for Config {
@@ -118,6 +132,8 @@ impl Default for Config {
             api_rate_limiting_enabled: true,
             public_module_curation: false,
             metrics: http_kit::metrics::Metrics::default(),
+            smtp_timeout: Duration::from_secs(10),
+            retention_interval: Duration::from_secs(3600),
         }
     }
 }
@@ -155,6 +171,8 @@ struct Inner {
     rate_limiter: rate_limit::RateLimiter,
     /// Every wall-clock reading: record times, token expiry, signed URL expiry.
     clock: SharedClock,
+    /// Wakes the data retention loop when the policy changes (`retention.rs`).
+    retention_wake: tokio::sync::Notify,
 }
 
 /// What [`State::open`] returns.
@@ -197,9 +215,12 @@ impl State {
                 storage,
                 config,
                 clock,
+                retention_wake: tokio::sync::Notify::new(),
             }),
         };
         let bootstrap_token = bootstrap::bootstrap(&state).await?;
+        // Rate limits an administrator set outlive restarts.
+        admin::general::apply_stored(&state).await?;
         Ok(Opened {
             state,
             bootstrap_token,
@@ -247,4 +268,29 @@ impl State {
     pub fn set_api_rate_limiting_enabled(&self, enabled: bool) {
         self.inner.rate_limiter.set_enabled(enabled);
     }
+
+    /// Asks the data retention loop for a pass now (the policy changed). The wake is kept if
+    /// the loop is busy, so it is never lost.
+    pub(crate) fn wake_retention(&self) {
+        self.inner.retention_wake.notify_one();
+    }
+
+    /// Resolves when [`State::wake_retention`] was called.
+    pub(crate) async fn retention_woken(&self) {
+        self.inner.retention_wake.notified().await;
+    }
+
+    /// Notified when a manual clock jumps (`None` for the system clock).
+    pub(crate) fn clock_jumped(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.inner.clock.jumped()
+    }
+}
+
+/// Starts the platform's background loops through `runner` and returns at once: the data
+/// retention loop (`retention.rs`), a leader loop, so one server applies the site's policy.
+pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    let leading = state.clone();
+    runner.leader_loop("platform data retention", move |term| {
+        retention::run(leading.clone(), term)
+    });
 }

@@ -14,6 +14,8 @@
 //!   username; the membership starts `invited` with its teams, and the answer is 201 with the
 //!   user in `included` and, in top-level `meta.invitation`, the one-time invitation token
 //!   and the accept path (only its SHA-256 is stored).
+//! - When SMTP is enabled (`admin/smtp.rs`), the invitation is also mailed to the address,
+//!   with the token and the accept path, before the answer; a failed delivery is logged only.
 //! - Accept: see `invitations.rs`.
 //! - Delete: 204; removing oneself from an organization one owns (owners team member) is 403,
 //!   and so is removing the owners team's last member; anyone else needs membership
@@ -243,6 +245,7 @@ pub(crate) async fn create_membership(
         .await?;
         txn = txn.when(compare).then(op);
         if commit(state.storage(), txn).await? {
+            send_invitation_mail(&state, &membership, &invitation).await;
             let mut document = Document::one(membership_resource(
                 &membership,
                 &membership.team_ids,
@@ -259,6 +262,55 @@ pub(crate) async fn create_membership(
         }
     }
     Err(Error::Contention)
+}
+
+/// Mails the invitation (its token and accept path) when SMTP is enabled, before the invite
+/// is answered; a delivery failure is logged and does not undo the invite (the token is in
+/// the answer too).
+async fn send_invitation_mail(state: &State, membership: &MembershipRecord, invitation: &str) {
+    use crate::store::site_settings::{CustomizationSettings, SmtpSettings, load_setting};
+    let settings = async {
+        let (smtp, _) = load_setting::<SmtpSettings>(state.storage()).await?;
+        let (customization, _) = load_setting::<CustomizationSettings>(state.storage()).await?;
+        Ok::<_, Error>((smtp, customization))
+    }
+    .await;
+    let (smtp, customization) = match settings {
+        Ok(settings) => settings,
+        Err(err) => {
+            tracing::warn!(error = %err, "reading the SMTP settings for an invitation failed");
+            return;
+        }
+    };
+    if !smtp.enabled {
+        return;
+    }
+    let mail = crate::mail::Mail {
+        to: membership.email.clone(),
+        subject: format!(
+            "You have been invited to the organization {}",
+            membership.organization
+        ),
+        body: format!(
+            "You have been invited to join the organization {organization}.\n\n\
+             To accept, POST to /api/v2/organization-memberships/{id}/actions/accept with the \
+             invitation token below in data.attributes.invitation-token (and a username, if \
+             you have none yet).\n\nInvitation token: {invitation}\n",
+            organization = membership.organization,
+            id = membership.id,
+        ),
+    };
+    if let Err(err) = crate::mail::send(
+        &smtp,
+        &customization,
+        &mail,
+        "email",
+        state.config().smtp_timeout,
+    )
+    .await
+    {
+        tracing::warn!(membership = %membership.id, error = %err, "mailing an invitation failed");
+    }
 }
 
 /// Whether `membership` matches `q` (username or email substring) and the email list.

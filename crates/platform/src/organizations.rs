@@ -135,7 +135,12 @@ pub(crate) async fn create_organization(
         deleting: false,
     };
     apply_settings(&body, &mut organization)?;
-    if !caller.can_create_organizations() {
+    // The general setting `limit-user-organization-creation` (admin/general.rs), as stored now.
+    let (general, _) = crate::store::site_settings::load_setting::<
+        crate::store::site_settings::GeneralSettings,
+    >(state.storage())
+    .await?;
+    if !caller.can_create_organizations(general.limit_user_organization_creation) {
         return Err(Error::NotFound);
     }
     let user = caller.require_user()?;

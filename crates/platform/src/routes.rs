@@ -26,9 +26,9 @@ use http::{HeaderValue, Method, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    API_VERSION, Error, State, configuration_versions, invitations, memberships, metrics,
-    oauth_clients, objects, organizations, ping, rate_limit, registry_modules, registry_protocol,
-    runs, teams, tokens, users, workspaces,
+    API_VERSION, Error, State, admin, configuration_versions, invitations, memberships, metrics,
+    oauth_clients, objects, organizations, ping, policy_versions, rate_limit, registry_modules,
+    registry_protocol, runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -287,6 +287,76 @@ pub fn router(state: State) -> Router {
         .route(
             "/api/v2/registry-modules/actions/delete/{organization}/{module}/{provider}/{version}",
             post(registry_modules::delete_deprecated),
+        )
+        // admin/ (site administrators only; 404 for anyone else)
+        .route(
+            "/api/v2/admin/general-settings",
+            get(admin::general::read_general).patch(admin::general::update_general),
+        )
+        .route(
+            "/api/v2/admin/cost-estimation-settings",
+            get(admin::cost_estimation::read_cost_estimation)
+                .patch(admin::cost_estimation::update_cost_estimation),
+        )
+        .route(
+            "/api/v2/admin/saml-settings",
+            get(admin::saml::read_saml).patch(admin::saml::update_saml),
+        )
+        .route(
+            "/api/v2/admin/saml-settings/actions/revoke-old-certificate",
+            post(admin::saml::revoke_old_certificate).put(admin::saml::revoke_old_certificate),
+        )
+        .route(
+            "/api/v2/admin/smtp-settings",
+            get(admin::smtp::read_smtp).patch(admin::smtp::update_smtp),
+        )
+        .route(
+            "/api/v2/admin/sms-settings",
+            get(admin::sms::read_sms).patch(admin::sms::update_sms),
+        )
+        .route(
+            "/api/v2/admin/sms-settings/verify",
+            post(admin::sms::verify_sms).patch(admin::sms::verify_sms),
+        )
+        .route(
+            "/api/v2/admin/twilio-settings",
+            get(admin::sms::read_sms).patch(admin::sms::update_sms),
+        )
+        .route(
+            "/api/v2/admin/twilio-settings/verify",
+            post(admin::sms::verify_sms).patch(admin::sms::verify_sms),
+        )
+        .route(
+            "/api/v2/admin/customization-settings",
+            get(admin::customization::read_customization)
+                .patch(admin::customization::update_customization),
+        )
+        .route(
+            "/api/v2/admin/data-retention-policy-settings",
+            get(admin::data_retention::read_data_retention)
+                .post(admin::data_retention::set_data_retention)
+                .delete(admin::data_retention::delete_data_retention),
+        )
+        // policy_versions.rs (site administrators only), at the spec's path and upstream's
+        .route(
+            "/api/v2/admin/policy-engine-versions",
+            get(policy_versions::list_versions).post(policy_versions::create_policy_version),
+        )
+        .route(
+            "/api/v2/admin/policy-engine-versions/{id}",
+            get(policy_versions::read_policy_version)
+                .patch(policy_versions::update_policy_version)
+                .delete(policy_versions::delete_policy_version),
+        )
+        .route(
+            "/api/v2/admin/sentinel-versions",
+            get(policy_versions::list_versions).post(policy_versions::create_policy_version),
+        )
+        .route(
+            "/api/v2/admin/sentinel-versions/{id}",
+            get(policy_versions::read_policy_version)
+                .patch(policy_versions::update_policy_version)
+                .delete(policy_versions::delete_policy_version),
         )
         .route_layer(axum::middleware::from_fn(require_jsonapi_content_type));
     let jsonapi = http_kit::with_body_limit(jsonapi, JSONAPI_BODY_LIMIT);

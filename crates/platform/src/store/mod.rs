@@ -2,8 +2,10 @@
 //! `users.rs`, `organizations.rs`, `teams.rs` (teams and team membership), `memberships.rs`
 //! (organization memberships), `tokens.rs` (user, team and organization tokens),
 //! `workspaces.rs`, `configuration_versions.rs` (and the URL signing key), `runs.rs`,
-//! `registry_modules.rs` (modules, versions, parsed details, webhooks) and `oauth_clients.rs`
-//! (VCS connections); the last five list their keys in their own files.
+//! `registry_modules.rs` (modules, versions, parsed details, webhooks), `oauth_clients.rs`
+//! (VCS connections), `site_settings.rs` (the site administration singletons) and
+//! `policy_versions.rs` (the policy-engine version catalogue); the last seven list their keys
+//! in their own files.
 //!
 //! Layout under [`PREFIX`]:
 //! ```text
@@ -54,8 +56,10 @@ pub(crate) mod configuration_versions;
 pub(crate) mod memberships;
 pub(crate) mod oauth_clients;
 pub(crate) mod organizations;
+pub(crate) mod policy_versions;
 pub(crate) mod registry_modules;
 pub(crate) mod runs;
+pub(crate) mod site_settings;
 pub(crate) mod teams;
 pub(crate) mod tokens;
 pub(crate) mod users;

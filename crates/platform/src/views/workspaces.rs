@@ -71,6 +71,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
         DefaultValue::Bool(true),
     ),
     setting("global-remote-state", Kind::Bool, DefaultValue::Bool(false)),
+    // cairn's own: the policy-engine version the workspace uses (policy_versions.rs counts
+    // them as the version's `usage`).
+    setting("policy-engine-version", Kind::String, DefaultValue::Null),
     setting("queue-all-runs", Kind::Bool, DefaultValue::Bool(false)),
     setting("source-name", Kind::String, DefaultValue::Null),
     setting("source-url", Kind::String, DefaultValue::Null),

@@ -107,6 +107,16 @@ pub(crate) async fn create_workspace(
     let name =
         read_name(&body)?.ok_or_else(|| Error::invalid_attribute("name", "name can't be blank"))?;
     let mut settings = Map::new();
+    // The general setting `default-remote-state-access` (admin/general.rs), as stored now, is
+    // the new workspace's `global-remote-state` unless the request says otherwise.
+    let (general, _) = crate::store::site_settings::load_setting::<
+        crate::store::site_settings::GeneralSettings,
+    >(state.storage())
+    .await?;
+    settings.insert(
+        "global-remote-state".to_owned(),
+        Value::Bool(general.default_remote_state_access),
+    );
     let default_mode = access.organization.default_execution_mode.as_str();
     if default_mode == "local" {
         settings.insert(
