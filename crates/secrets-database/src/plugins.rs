@@ -380,7 +380,8 @@ impl Client {
         match &self.db {
             Db::Postgres(pool) => {
                 let work = async {
-                    if transaction {
+                    // One statement is atomic by itself: no BEGIN/COMMIT round trips.
+                    if transaction && queries.len() > 1 {
                         let mut tx = pool.begin().await?;
                         for q in queries {
                             sqlx::raw_sql(AssertSqlSafe(q.clone()))
