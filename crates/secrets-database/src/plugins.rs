@@ -97,6 +97,9 @@ pub(crate) enum Credential {
 pub(crate) struct Client {
     pub(crate) kind: Kind,
     db: Db,
+    /// Serialises PostgreSQL's default revocation: its `REVOKE ... ON DATABASE` rewrites the
+    /// database's catalog row, and two at once fail with "tuple concurrently updated".
+    default_revocations: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -307,7 +310,11 @@ pub(crate) async fn connect(
             Db::Redis(client)
         }
     };
-    let client = Client { kind, db };
+    let client = Client {
+        kind,
+        db,
+        default_revocations: tokio::sync::Mutex::new(()),
+    };
     if verify && kind == Kind::Redis {
         client.ping().await.map_err(verify_failed)?;
     }
@@ -599,6 +606,7 @@ impl Client {
             return Err("not PostgreSQL".to_owned());
         };
         let work = async {
+            let _one_at_a_time = self.default_revocations.lock().await;
             let exists: Option<(String,)> =
                 sqlx::query_as("SELECT rolname::text FROM pg_roles WHERE rolname = $1")
                     .bind(username)

@@ -984,3 +984,41 @@ async fn a_cron_schedule_rotates_when_due_inside_its_window_and_waits_for_the_ne
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn concurrent_default_revocations_on_postgres_all_succeed() {
+    let f = fixture();
+    let role = unique("pgconc");
+    f.write(
+        "config/pg",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*", "max_open_connections": 8}),
+    )
+    .await;
+    f.write(
+        &format!("roles/{role}"),
+        json!({"db_name": "pg", "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}';"], "default_ttl": "1h"}),
+    )
+    .await;
+    let mut leases = Vec::new();
+    for _ in 0..8 {
+        let issued = f.read(&format!("creds/{role}")).await;
+        let user = issued["data"]["username"].as_str().unwrap().to_owned();
+        leases.push((user, f.lease(&issued)));
+    }
+    // The plugin's default revocation (revoke on the database and every schema, then drop),
+    // eight at once: PostgreSQL refuses concurrent updates of the database's ACL row, so the
+    // engine must not issue them concurrently.
+    let revocations: Vec<_> = leases
+        .iter()
+        .map(|(_, lease)| {
+            let (engine, lease) = (f.engine.clone(), lease.clone());
+            tokio::spawn(async move { engine.revoke(&lease).await })
+        })
+        .collect();
+    for revocation in revocations {
+        revocation.await.unwrap().unwrap();
+    }
+    for (user, _) in &leases {
+        assert!(!pg_role_exists(user).await, "{user}");
+    }
+}
