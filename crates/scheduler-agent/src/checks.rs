@@ -24,7 +24,25 @@ use tokio::io::AsyncReadExt;
 
 use crate::Shared;
 use crate::env::{EnvInputs, TaskEnv};
-use crate::services::CheckSpec;
+
+/// One check to run.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CheckSpec {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) service: String,
+    /// The allocation's name (`job.group[index]`).
+    pub(crate) group: String,
+    /// `healthiness`, or `readiness` for a check whose `on_update` is `ignore`.
+    pub(crate) mode: String,
+    pub(crate) kind: CheckKind,
+    pub(crate) address: String,
+    pub(crate) port: i64,
+    pub(crate) interval: Duration,
+    pub(crate) timeout: Duration,
+    /// The task a script check runs in (the check's `task`, or the service's task).
+    pub(crate) task: Option<String>,
+}
 
 /// The most output kept from a check.
 pub(crate) const MAX_OUTPUT: usize = 4096;

@@ -2,7 +2,7 @@
 //! `service` blocks turned into registrations (Nomad's `ServiceRegistration`: ID
 //! `_nomad-task-<alloc>-<task|group-<name>>-<service>-<port label>`, the address and port of
 //! the port label in the allocation's networks, as `ports.rs` filled them) and their checks
-//! into [`CheckSpec`]s for `checks.rs`; and [`AllocServices`], the alloc runner's hook that
+//! into [`CheckSpec`](crate::checks::CheckSpec)s for `checks.rs`; and [`AllocServices`], the alloc runner's hook that
 //! keeps them registered in the node's runtime (`runtime.rs`) exactly while they should be.
 //!
 //! Lifecycle (upstream's group and task service hooks): group services are registered while
@@ -32,7 +32,7 @@ use serde::Deserialize;
 use tokio::task::JoinSet;
 
 use crate::Shared;
-use crate::checks::{self, CheckKind, ScriptContext};
+use crate::checks::{self, CheckKind, CheckSpec, ScriptContext};
 use crate::env::{EnvInputs, TaskEnv};
 use crate::time::duration_of;
 
@@ -83,25 +83,6 @@ pub(crate) struct ServiceSpec {
     /// The task whose service it is (`None`: a group service).
     pub(crate) task: Option<String>,
     pub(crate) checks: Vec<CheckSpec>,
-}
-
-/// One check to run.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct CheckSpec {
-    pub(crate) id: String,
-    pub(crate) name: String,
-    pub(crate) service: String,
-    /// The allocation's name (`job.group[index]`).
-    pub(crate) group: String,
-    /// `healthiness`, or `readiness` for a check whose `on_update` is `ignore`.
-    pub(crate) mode: String,
-    pub(crate) kind: CheckKind,
-    pub(crate) address: String,
-    pub(crate) port: i64,
-    pub(crate) interval: Duration,
-    pub(crate) timeout: Duration,
-    /// The task a script check runs in (the check's `task`, or the service's task).
-    pub(crate) task: Option<String>,
 }
 
 /// The provider-`nomad` services of `alloc`'s group and tasks.
