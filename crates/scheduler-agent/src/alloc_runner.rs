@@ -274,6 +274,7 @@ impl AllocRunner {
                 host_env: self.shared.host_env.clone(),
                 max_kill_timeout: self.shared.max_kill_timeout,
                 poll_interval: self.shared.poll_interval,
+                templates: self.shared.templates.clone(),
                 updates: updates.clone(),
                 shutdown: self.shared.shutdown.clone(),
                 schedule: ScheduleGate::for_task(&self.shared, &self.alloc.id, task),

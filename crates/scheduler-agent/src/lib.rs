@@ -19,7 +19,9 @@
 //! dials back, so the agent needs no listener of its own. Two more run the runtime of the
 //! allocations (`runtime.rs`): the node's runtime report (the services `services.rs` registers
 //! with the dynamic ports `ports.rs` assigns, the results of `checks.rs`, each scheduled task's
-//! state from `schedule.rs`) and the pull of pause overrides.
+//! state from `schedule.rs`) and the pull of pause overrides. `template/` renders a task's
+//! `template` blocks (secrets read from the secrets store over HTTP, with a token derived for
+//! the task from its `vault` block) before it starts and re-renders them while it runs.
 //!
 //! Invariants:
 //! - nothing outlives `run`: every spawned task lives in a `JoinSet` owned (transitively) by
@@ -39,6 +41,7 @@ mod env;
 mod events;
 mod exec;
 mod fs;
+mod gc;
 mod handles;
 mod node;
 mod ports;
@@ -48,7 +51,9 @@ mod schedule;
 mod server_client;
 mod services;
 mod state;
+mod stats;
 mod task_runner;
+mod template;
 mod time;
 mod updater;
 mod zoneinfo;
@@ -65,6 +70,7 @@ use tokio_util::sync::CancellationToken;
 pub use handles::{
     AllocControls, ControlError, REASON_RESTART_ALL, REASON_RESTART_RUNNING, REASON_RESTART_TASK,
 };
+pub use template::TemplateSettings;
 
 use server_client::ServerClient;
 use state::StateDir;
@@ -98,6 +104,8 @@ pub struct AgentConfig {
     pub alloc_query_wait: Duration,
     /// How often a re-attached task's pid is checked (250 ms).
     pub reattach_poll_interval: Duration,
+    /// Task templates: the secrets store they read and how (`template/`).
+    pub templates: TemplateSettings,
 }
 
 impl AgentConfig {
@@ -122,6 +130,7 @@ impl AgentConfig {
             update_interval: Duration::from_millis(100),
             alloc_query_wait: Duration::from_secs(30),
             reattach_poll_interval: Duration::from_millis(250),
+            templates: TemplateSettings::default(),
         }
     }
 }
@@ -153,6 +162,7 @@ pub(crate) struct Shared {
     pub(crate) host_env: Arc<Vec<(String, String)>>,
     pub(crate) max_kill_timeout: Duration,
     pub(crate) poll_interval: Duration,
+    pub(crate) templates: Arc<TemplateSettings>,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -223,6 +233,7 @@ impl Agent {
             host_env: Arc::new(std::env::vars().collect()),
             max_kill_timeout: self.config.max_kill_timeout,
             poll_interval: self.config.reattach_poll_interval,
+            templates: Arc::new(self.config.templates.clone()),
             shutdown: shutdown.clone(),
         });
         tracing::info!(node_id = %self.node.id, name = %self.node.name, servers = ?self.config.servers, "client agent starting");

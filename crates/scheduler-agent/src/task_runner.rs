@@ -20,7 +20,12 @@
 //! - signal: `Signaling`; exec sessions emit nothing (they only read how the task runs);
 //! - schedule (a task with a `schedule` block, `schedule.rs`): `Pausing` when its gate says
 //!   stop (the process is killed, `Terminated`, and the task waits pending, not counted as a
-//!   restart), `Running` when it may run again, then `Started`.
+//!   restart), `Running` when it may run again, then `Started`;
+//! - templates (`template/`): the task starts only once every template rendered (`Template`
+//!   events `Missing: ...` while blocked; `Killing` "Template failed: ..." then `Killed` fails
+//!   it); a re-render with `change_mode = "restart"` is `Restart Signaled` ("Template with
+//!   change_mode restart re-rendered"), `Terminated`, `Restarting`, `Started` (not counted),
+//!   with `"signal"` a `Signaling` ("Template re-rendered") and the signal.
 //!
 //! Invariants: at most one process per task; the pid and start time are published before the
 //! runner waits on the process, and cleared once it is gone; `StartedAt` is set on each
@@ -47,6 +52,8 @@ use crate::handles::{ControlError, ExecTarget, TaskCommand};
 use crate::restarts::{Decision, RestartTracker, RunOutcome, default_policy};
 use crate::schedule::{self, ScheduleGate};
 use crate::state::{TaskDirs, TaskRecord};
+use crate::template::manager::{ManagerInputs, Notice, TemplateHandle};
+use crate::template::{self, ChangeMode, TemplateSettings};
 use crate::time::{duration_of, now_rfc3339};
 
 /// A task's latest record, published after every change.
@@ -67,6 +74,7 @@ pub(crate) struct TaskContext {
     pub(crate) host_env: Arc<Vec<(String, String)>>,
     pub(crate) max_kill_timeout: Duration,
     pub(crate) poll_interval: Duration,
+    pub(crate) templates: Arc<TemplateSettings>,
     pub(crate) updates: mpsc::UnboundedSender<TaskUpdate>,
     pub(crate) shutdown: CancellationToken,
     /// The task's schedule, when it has one.
@@ -115,6 +123,12 @@ pub(crate) struct TaskRunner {
     exec_env: Option<Arc<BTreeMap<String, String>>>,
     /// The task is paused by its schedule (`Pausing` emitted, `Running` not yet).
     paused: bool,
+    /// The template manager, once started (it lives as long as the runner).
+    templates: Option<TemplateHandle>,
+    /// Whether every template has rendered once.
+    templates_ready: bool,
+    /// Variables from `env` templates and the task's token, added over the task's env.
+    template_env: BTreeMap<String, String>,
 }
 
 impl TaskRunner {
@@ -135,6 +149,9 @@ impl TaskRunner {
             kill_error: None,
             exec_env: None,
             paused: false,
+            templates: None,
+            templates_ready: false,
+            template_env: BTreeMap::new(),
             ctx,
         }
     }
@@ -145,6 +162,16 @@ impl TaskRunner {
         mut self,
         mut commands: mpsc::UnboundedReceiver<TaskCommand>,
     ) -> TaskRecord {
+        self.run_until_done(&mut commands).await;
+        if let Some(templates) = self.templates.take() {
+            // A finished task's token is revoked; a detached one keeps it (the task runs on).
+            let finished = self.record.state.state == TASK_STATE_DEAD;
+            templates.finish(finished).await;
+        }
+        self.record
+    }
+
+    async fn run_until_done(&mut self, commands: &mut mpsc::UnboundedReceiver<TaskCommand>) {
         let mut handle = None;
         let mut vanished = None;
         match self.resume() {
@@ -154,13 +181,15 @@ impl TaskRunner {
             }
             Resume::Dead => {
                 self.publish();
-                return self.record;
+                return;
             }
             Resume::Pending => self.publish(),
             Resume::Attached(process) => {
                 tracing::info!(task = %self.ctx.task.name, pid = process.pid(), "re-attached to a running task");
                 handle = Some(*process);
                 self.publish();
+                // Templates render again; a change while the agent was away applies its mode.
+                self.start_templates();
             }
             Resume::Vanished(result) => {
                 tracing::info!(task = %self.ctx.task.name, ?result, "a task ended while the agent was away");
@@ -175,7 +204,7 @@ impl TaskRunner {
         loop {
             // With a process, commands are handled while waiting on it (in `run_once`).
             if handle.is_none() {
-                self.drain_commands(&mut commands, &mut killed);
+                self.drain_commands(commands, &mut killed);
                 if killed {
                     break;
                 }
@@ -184,10 +213,10 @@ impl TaskRunner {
                 Some(result) => RunOutcome::Exited {
                     successful: result.successful(),
                 },
-                None => match self.run_once(&mut handle, &mut commands, &mut killed).await {
+                None => match self.run_once(&mut handle, commands, &mut killed).await {
                     Step::Outcome(outcome) => outcome,
                     Step::Stop => break,
-                    Step::Detach => return self.record,
+                    Step::Detach => return,
                     Step::Paused => {
                         self.update_state(TASK_STATE_PENDING, None);
                         continue;
@@ -215,14 +244,13 @@ impl TaskRunner {
                 Decision::Restart { delay, reason } => {
                     tracing::info!(task = %self.ctx.task.name, %reason, ?delay, "restarting task");
                     self.update_state(TASK_STATE_PENDING, Some(events::restarting(delay, &reason)));
-                    if self.restart_delay(delay, &mut commands, &mut killed).await {
-                        return self.record;
+                    if self.restart_delay(delay, commands, &mut killed).await {
+                        return;
                     }
                 }
             }
         }
         self.update_state(TASK_STATE_DEAD, None);
-        self.record
     }
 
     fn resume(&mut self) -> Resume {
@@ -298,6 +326,9 @@ impl TaskRunner {
             {
                 return step;
             }
+            if let Some(step) = self.wait_for_templates(commands, killed).await {
+                return step;
+            }
             match self.start() {
                 Ok(process) => *handle = Some(process),
                 Err(recoverable) => return Step::Outcome(RunOutcome::StartFailed { recoverable }),
@@ -311,6 +342,19 @@ impl TaskRunner {
         let result = loop {
             tokio::select! {
                 result = process.wait() => break result,
+                notice = next_notice(self.templates.as_mut()) => {
+                    match self.on_running_notice(notice, process).await {
+                        RunningChange::None => {}
+                        RunningChange::Restarted(result) => {
+                            user_restart = true;
+                            break result;
+                        }
+                        RunningChange::Failed(result) => {
+                            *killed = true;
+                            break result;
+                        }
+                    }
+                }
                 () = self.ctx.shutdown.cancelled() => return Step::Detach,
                 reason = schedule::until_paused(self.ctx.schedule.as_deref()) => {
                     self.emit(schedule::pausing(reason));
@@ -488,18 +532,9 @@ impl TaskRunner {
     /// Builds the task directory, validates the config and launches the process. The error is
     /// whether the failure is recoverable (an event has been emitted).
     fn start(&mut self) -> Result<ProcessHandle, bool> {
-        if !self.record.local.dir_built {
-            self.emit(events::task_setup(events::BUILDING_TASK_DIR));
-        }
-        if let Err(error) = self.ctx.dirs.build() {
-            let message = format!(
-                "failed to build task directory for {:?}: {error}",
-                self.ctx.task.name
-            );
-            self.emit(events::setup_failure(&message));
+        if !self.setup_dirs() {
             return Err(true);
         }
-        self.record.local.dir_built = true;
 
         if !driver::is_known(&self.ctx.task.driver) {
             let message = format!(
@@ -537,6 +572,9 @@ impl TaskRunner {
             secrets_dir: &secrets_dir,
             host_env: &self.ctx.host_env,
         });
+        let mut vars = env.vars().clone();
+        // Template variables override the task's (upstream's `SetTemplateEnv`).
+        vars.extend(self.template_env.clone());
         let spec = LaunchSpec {
             command: env.interpolate(&config.command),
             args: config.args.iter().map(|arg| env.interpolate(arg)).collect(),
@@ -544,7 +582,7 @@ impl TaskRunner {
                 .work_dir
                 .as_deref()
                 .map(|dir| PathBuf::from(env.interpolate(dir))),
-            env: env.vars().clone(),
+            env: vars,
             task_dir: self.ctx.dirs.task_dir.clone(),
             stdout: self.ctx.dirs.stdout.clone(),
             stderr: self.ctx.dirs.stderr.clone(),
@@ -569,6 +607,256 @@ impl TaskRunner {
                 Err(false)
             }
         }
+    }
+
+    /// Builds the task directory (`Task Setup` the first time); false after a `Setup Failure`.
+    fn setup_dirs(&mut self) -> bool {
+        if !self.record.local.dir_built {
+            self.emit(events::task_setup(events::BUILDING_TASK_DIR));
+        }
+        if let Err(error) = self.ctx.dirs.build().and_then(|()| self.own_secrets_dir()) {
+            let message = format!(
+                "failed to build task directory for {:?}: {error}",
+                self.ctx.task.name
+            );
+            self.emit(events::setup_failure(&message));
+            return false;
+        }
+        self.record.local.dir_built = true;
+        true
+    }
+
+    /// The uid and gid an `exec` task with a `user` runs as (they own its `secrets/`).
+    fn task_owner(&self) -> Option<(u32, u32)> {
+        if self.ctx.task.driver != EXEC || self.ctx.task.user.is_empty() {
+            return None;
+        }
+        template::lookup_user(&self.ctx.task.user)
+    }
+
+    fn own_secrets_dir(&self) -> std::io::Result<()> {
+        match self.task_owner() {
+            Some((uid, gid)) => {
+                std::os::unix::fs::chown(&self.ctx.dirs.secrets, Some(uid), Some(gid))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The task's environment as its process gets it (without template variables).
+    fn base_env(&self) -> Option<BTreeMap<String, String>> {
+        let group = self.ctx.job.task_group(&self.ctx.alloc.task_group)?;
+        let (alloc_dir, local_dir, secrets_dir) =
+            driver::task_paths(&self.ctx.task.driver, &self.ctx.dirs);
+        Some(
+            TaskEnv::build(&EnvInputs {
+                alloc: &self.ctx.alloc,
+                job: &self.ctx.job,
+                group,
+                task: &self.ctx.task,
+                node: &self.ctx.node,
+                alloc_dir: &alloc_dir,
+                local_dir: &local_dir,
+                secrets_dir: &secrets_dir,
+                host_env: &self.ctx.host_env,
+            })
+            .vars()
+            .clone(),
+        )
+    }
+
+    /// Starts the template manager when the task has templates or a `vault` block (once).
+    /// `false` when its blocks are invalid (the task has been failed).
+    fn start_templates(&mut self) -> bool {
+        if self.templates.is_some() {
+            return true;
+        }
+        let (specs, vault) = match template::task_specs(&self.ctx.task) {
+            None => {
+                self.templates_ready = true;
+                return true;
+            }
+            Some(Ok(found)) => found,
+            Some(Err(error)) => {
+                self.fail_by_template(&format!("Template failed: {error}"));
+                return false;
+            }
+        };
+        let job = &self.ctx.job;
+        let job_token = [&job.secrets_token, &job.vault_token]
+            .into_iter()
+            .find(|token| !token.is_empty())
+            .cloned();
+        let mut meta = serde_json::Map::new();
+        for (key, value) in [
+            ("AllocationID", &self.ctx.alloc.id),
+            ("Task", &self.ctx.task.name),
+            ("NodeID", &self.ctx.node.id),
+            ("JobID", &job.id),
+            ("Namespace", &self.ctx.alloc.namespace),
+        ] {
+            meta.insert(key.to_owned(), serde_json::Value::from(value.clone()));
+        }
+        let token_file = self
+            .ctx
+            .dirs
+            .exit_file
+            .with_file_name(format!("{}.vault_token", self.ctx.task.name));
+        self.templates = Some(TemplateHandle::spawn(ManagerInputs {
+            specs,
+            vault,
+            settings: self.ctx.templates.clone(),
+            dirs: self.ctx.dirs.clone(),
+            task_env: self.base_env().unwrap_or_default(),
+            job_token,
+            token_meta: meta,
+            owner: self.task_owner(),
+            token_file,
+        }));
+        true
+    }
+
+    /// `Killing` (failing the task) with a template's message.
+    fn fail_by_template(&mut self, message: &str) {
+        let mut event = events::new_event(scheduler_structs::EVENT_KILLING);
+        event.fails_task = true;
+        event.kill_reason = message.to_owned();
+        event.display_message = message.to_owned();
+        event
+            .details
+            .insert("fails_task".to_owned(), "true".to_owned());
+        event
+            .details
+            .insert("kill_reason".to_owned(), message.to_owned());
+        self.emit(event);
+    }
+
+    /// Before a start: renders the templates (the first time) while handling commands;
+    /// `Some` when the task must not start (failed, killed or detached).
+    async fn wait_for_templates(
+        &mut self,
+        commands: &mut mpsc::UnboundedReceiver<TaskCommand>,
+        killed: &mut bool,
+    ) -> Option<Step> {
+        if self.templates_ready {
+            return None;
+        }
+        if !self.setup_dirs() {
+            return Some(Step::Outcome(RunOutcome::StartFailed { recoverable: true }));
+        }
+        if !self.start_templates() {
+            self.emit(events::killed(None));
+            return Some(Step::Stop);
+        }
+        while !self.templates_ready {
+            tokio::select! {
+                notice = next_notice(self.templates.as_mut()) => match notice {
+                    Notice::Event(event) => self.emit(*event),
+                    Notice::Ready { env, .. } => {
+                        self.template_env = env;
+                        self.templates_ready = true;
+                    }
+                    Notice::Changed { env, .. } => self.template_env = env,
+                    Notice::Failed(message) => {
+                        self.fail_by_template(&message);
+                        self.emit(events::killed(None));
+                        return Some(Step::Stop);
+                    }
+                },
+                () = self.ctx.shutdown.cancelled() => return Some(Step::Detach),
+                command = commands.recv() => match command {
+                    None => return Some(Step::Detach),
+                    Some(command) => {
+                        let kill = matches!(command, TaskCommand::Kill { .. });
+                        self.not_running(command, killed);
+                        if kill {
+                            return Some(Step::Stop);
+                        }
+                    }
+                },
+            }
+        }
+        None
+    }
+
+    /// Applies a template notice while the process runs.
+    async fn on_running_notice(
+        &mut self,
+        notice: Notice,
+        process: &mut ProcessHandle,
+    ) -> RunningChange {
+        let (restart, signals) = match notice {
+            Notice::Event(event) => {
+                self.emit(*event);
+                return RunningChange::None;
+            }
+            Notice::Failed(message) => {
+                self.fail_by_template(&message);
+                let (result, error) = process
+                    .kill(self.ctx.kill_signal(), self.ctx.kill_timeout())
+                    .await;
+                self.kill_error = error;
+                return RunningChange::Failed(result);
+            }
+            Notice::Ready { env, dirty } => {
+                self.template_env = env;
+                self.templates_ready = true;
+                let restart = dirty.contains(&ChangeMode::Restart);
+                let signals = dirty
+                    .into_iter()
+                    .filter_map(|mode| match mode {
+                        ChangeMode::Signal(signal) => Some(signal),
+                        _ => None,
+                    })
+                    .collect();
+                (restart, signals)
+            }
+            Notice::Changed {
+                env,
+                restart,
+                signals,
+            } => {
+                self.template_env = env;
+                (restart, signals)
+            }
+        };
+        if restart {
+            let mut event = events::new_event(scheduler_structs::EVENT_RESTART_SIGNAL);
+            event.display_message = "Template with change_mode restart re-rendered".to_owned();
+            self.emit(event);
+            let (result, _) = process
+                .kill(self.ctx.kill_signal(), self.ctx.kill_timeout())
+                .await;
+            return RunningChange::Restarted(result);
+        }
+        let mut failures = Vec::new();
+        for name in signals {
+            let mut event = events::new_event(scheduler_structs::EVENT_SIGNALING);
+            event.task_signal = name.clone();
+            event.display_message = "Template re-rendered".to_owned();
+            event.details.insert("signal".to_owned(), name.clone());
+            self.emit(event);
+            match parse_signal(&name) {
+                Some(signal) => {
+                    if let Err(error) = process.signal(signal) {
+                        failures.push(format!("{name}: {error}"));
+                    }
+                }
+                None => failures.push(format!("{name}: unknown signal")),
+            }
+        }
+        if !failures.is_empty() {
+            self.fail_by_template(&format!(
+                "Template failed to send signals: {}",
+                failures.join(", ")
+            ));
+            let (result, error) = process
+                .kill(self.ctx.kill_signal(), self.ctx.kill_timeout())
+                .await;
+            self.kill_error = error;
+            return RunningChange::Failed(result);
+        }
+        RunningChange::None
     }
 
     /// Appends an event (without changing the state) and publishes.
@@ -612,6 +900,26 @@ impl TaskRunner {
             task: self.ctx.task.name.clone(),
             record: self.record.clone(),
         });
+    }
+}
+
+/// What a template notice did to the running process.
+enum RunningChange {
+    None,
+    /// Restarted by a template (in place, not counted): the process's end.
+    Restarted(ExitResult),
+    /// Killed because a template failed: the process's end.
+    Failed(ExitResult),
+}
+
+/// The manager's next notice; never resolves without a manager (or once it has stopped).
+async fn next_notice(templates: Option<&mut TemplateHandle>) -> Notice {
+    match templates {
+        Some(handle) => match handle.notices.recv().await {
+            Some(notice) => notice,
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
     }
 }
 
@@ -675,6 +983,7 @@ mod tests {
             host_env: Arc::new(vec![("PATH".to_owned(), "/usr/bin:/bin".to_owned())]),
             max_kill_timeout: Duration::from_secs(30),
             poll_interval: Duration::from_millis(20),
+            templates: Arc::new(TemplateSettings::default()),
             updates: tx,
             shutdown: shutdown.clone(),
             schedule: None,
