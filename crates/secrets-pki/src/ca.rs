@@ -8,12 +8,17 @@
 //! (never names alone) up to a self-signed root or the last issuer the mount has; the first
 //! issuer imported into a mount without a default becomes the default (and the same for keys).
 
+use std::sync::Arc;
+
 use secrets_sdk::EngineError;
 
 use crate::cert::{CertInfo, normalize_serial};
 use crate::keys::PrivateKey;
 use crate::mount::Mount;
-use crate::store::{CertRecord, IssuerRecord, KeyRecord, all_usages};
+use crate::signing::SigningIssuer;
+use crate::store::{
+    CertRecord, DEFAULT_REF, IssuerRecord, KeyRecord, all_usages, decode, issuer_key, key_key,
+};
 use crate::template::Urls;
 
 fn new_id() -> String {
@@ -204,82 +209,130 @@ pub(crate) async fn rebuild_chains(mount: &Mount) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// An issuer ready to sign: its record, certificate and key.
-#[derive(Debug, Clone)]
-pub(crate) struct SigningIssuer {
-    pub(crate) record: IssuerRecord,
-    pub(crate) cert: CertInfo,
-    pub(crate) key: PrivateKey,
-}
-
-impl SigningIssuer {
-    /// The issuer's chain as DER: itself, then its parents.
-    pub(crate) fn chain(&self) -> Vec<CertInfo> {
-        let mut out: Vec<CertInfo> = self
-            .record
-            .ca_chain
-            .iter()
-            .filter_map(|pem| CertInfo::from_pem(pem).ok())
-            .collect();
-        if out.first().map(|c| &c.der) != Some(&self.cert.der) {
-            out.insert(0, self.cert.clone());
-        }
-        out
-    }
-}
-
 /// The issuer `reference` resolves to, with its key, for issuance: Vault's
-/// `could not fetch the CA certificate (was one set?): ...` when missing or unusable.
+/// `could not fetch the CA certificate (was one set?): ...` when missing or unusable. Served
+/// from the mount's [`SignerCache`](crate::signing::SignerCache) when the stored issuer and
+/// key records are byte for byte those the cached entry was built from.
 pub(crate) async fn signing_issuer(
     mount: &Mount,
     reference: &str,
-) -> Result<SigningIssuer, EngineError> {
-    let wrap = |msg: String| {
-        EngineError::BadRequest(format!(
+) -> Result<Arc<SigningIssuer>, EngineError> {
+    let wrap = |err: EngineError| match err {
+        EngineError::BadRequest(msg) => EngineError::BadRequest(format!(
             "could not fetch the CA certificate (was one set?): {msg}"
-        ))
+        )),
+        other => other,
     };
-    let record = mount
-        .store
-        .require_issuer(reference)
+    let (id, issuer_bytes) = stored_issuer(mount, reference).await.map_err(wrap)?;
+    let usage = "issuing-certificates";
+    if let Some(hit) = mount.signers.get(&id, &issuer_bytes) {
+        check_usage(&hit.record, usage).map_err(wrap)?;
+        if !hit.record.key_id.is_empty()
+            && let Some(key_bytes) = mount.store.raw(&key_key(&hit.record.key_id)).await?
+            && hit.built_from_key(&key_bytes)
+        {
+            return Ok(hit);
+        }
+    }
+    let record: IssuerRecord = decode(&issuer_key(&id), &issuer_bytes)?;
+    let built = build_signing(mount, record, usage, issuer_bytes)
         .await
-        .map_err(|err| match err {
-            EngineError::BadRequest(msg) => wrap(msg),
-            other => other,
-        })?;
-    load_signing(mount, record, "issuing-certificates")
-        .await
-        .map_err(|err| match err {
-            EngineError::BadRequest(msg) => wrap(msg),
-            other => other,
-        })
+        .map_err(wrap)?;
+    let built = Arc::new(built);
+    mount.signers.put(built.clone());
+    Ok(built)
 }
 
-/// The key of `record` for a use (`issuing-certificates`, `crl-signing`).
+/// The id and stored bytes of the issuer `reference` (`default`, an id or a name) names, with
+/// [`Store::require_issuer`](crate::store::Store::require_issuer)'s errors.
+async fn stored_issuer(mount: &Mount, reference: &str) -> Result<(String, Vec<u8>), EngineError> {
+    let not_found = || {
+        if reference == DEFAULT_REF {
+            EngineError::BadRequest("no default issuer currently configured".to_owned())
+        } else {
+            EngineError::BadRequest(format!(
+                "unable to find PKI issuer for reference: {reference}"
+            ))
+        }
+    };
+    let id = if reference == DEFAULT_REF {
+        let config = mount.store.issuers_config().await?;
+        if config.default.is_empty() {
+            return Err(not_found());
+        }
+        config.default
+    } else if let Some(bytes) = mount.store.raw(&issuer_key(reference)).await? {
+        return Ok((reference.to_owned(), bytes));
+    } else {
+        return mount
+            .store
+            .issuer_named(reference)
+            .await?
+            .ok_or_else(not_found);
+    };
+    match mount.store.raw(&issuer_key(&id)).await? {
+        Some(bytes) => Ok((id, bytes)),
+        None => Err(not_found()),
+    }
+}
+
+fn check_usage(record: &IssuerRecord, usage: &str) -> Result<(), EngineError> {
+    if record.has_usage(usage) {
+        return Ok(());
+    }
+    Err(EngineError::BadRequest(format!(
+        "error while attempting to use issuer {}: requested usage {usage} for issuer [{}] but only had usage {}",
+        record.id,
+        record.id,
+        record.usage.join(",")
+    )))
+}
+
+/// The key of `record` for a use (`issuing-certificates`, `crl-signing`), read afresh.
 pub(crate) async fn load_signing(
     mount: &Mount,
     record: IssuerRecord,
     usage: &str,
 ) -> Result<SigningIssuer, EngineError> {
-    if !record.has_usage(usage) {
-        return Err(EngineError::BadRequest(format!(
-            "error while attempting to use issuer {}: requested usage {usage} for issuer [{}] but only had usage {}",
-            record.id,
-            record.id,
-            record.usage.join(",")
-        )));
-    }
+    build_signing(mount, record, usage, Vec::new()).await
+}
+
+/// Parses `record` (whose stored bytes are `issuer_bytes`, empty when not from storage) and
+/// its key into a [`SigningIssuer`].
+async fn build_signing(
+    mount: &Mount,
+    record: IssuerRecord,
+    usage: &str,
+    issuer_bytes: Vec<u8>,
+) -> Result<SigningIssuer, EngineError> {
+    check_usage(&record, usage)?;
     let cert = record.cert()?;
-    let key = match mount.store.key(&record.key_id).await? {
-        Some(key) if !record.key_id.is_empty() => key.private_key()?,
-        _ => {
-            return Err(EngineError::BadRequest(format!(
-                "unable to fetch corresponding key for issuer {}; unable to use this issuer for signing",
-                record.id
-            )));
-        }
+    let no_key = || {
+        EngineError::BadRequest(format!(
+            "unable to fetch corresponding key for issuer {}; unable to use this issuer for signing",
+            record.id
+        ))
     };
-    Ok(SigningIssuer { record, cert, key })
+    if record.key_id.is_empty() {
+        return Err(no_key());
+    }
+    let key_storage_key = key_key(&record.key_id);
+    let Some(key_bytes) = mount.store.raw(&key_storage_key).await? else {
+        return Err(no_key());
+    };
+    let key = decode::<KeyRecord>(&key_storage_key, &key_bytes)?.private_key()?;
+    let key_bytes = if issuer_bytes.is_empty() {
+        Vec::new()
+    } else {
+        key_bytes
+    };
+    Ok(SigningIssuer::new(
+        record,
+        cert,
+        key,
+        issuer_bytes,
+        key_bytes,
+    ))
 }
 
 /// The AIA and CRL URLs certificates issued by `issuer` carry: its own, else the mount's.
@@ -317,21 +370,23 @@ pub(crate) async fn new_serial(mount: &Mount) -> Result<Vec<u8>, EngineError> {
     ))
 }
 
-/// Records an issued certificate under `certs/<serial>`.
+/// Records an issued certificate (`serial` in colon hex, `der`) under `certs/<serial>`.
 pub(crate) async fn store_cert(
     mount: &Mount,
-    cert: &CertInfo,
+    serial: &str,
+    der: &[u8],
+    not_after: i64,
     issuer_id: &str,
 ) -> Result<(), EngineError> {
-    let serial = normalize_serial(&cert.serial).unwrap_or_default();
+    let serial = normalize_serial(serial).unwrap_or_default();
     mount
         .store
         .put_cert(
             &serial,
             &CertRecord {
-                certificate: cert.pem(),
+                certificate: crate::pem::encode("CERTIFICATE", der),
                 issuer_id: issuer_id.to_owned(),
-                not_after: cert.not_after,
+                not_after,
             },
         )
         .await

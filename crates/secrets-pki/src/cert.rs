@@ -126,6 +126,30 @@ impl CertInfo {
     }
 }
 
+/// A certificate this engine just built, with what its answer and its record need, taken from
+/// the template that built it instead of parsing the DER back (the serial as rcgen writes it:
+/// minimal magnitude; the validity in whole seconds, as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Issued {
+    pub(crate) der: Vec<u8>,
+    /// `aa:bb:...`.
+    pub(crate) serial: String,
+    /// Unix seconds.
+    pub(crate) not_before: i64,
+    pub(crate) not_after: i64,
+}
+
+impl Issued {
+    pub(crate) fn new(der: Vec<u8>, serial: &[u8], not_before: i64, not_after: i64) -> Issued {
+        Issued {
+            der,
+            serial: format_serial(minimal(serial)),
+            not_before,
+            not_after,
+        }
+    }
+}
+
 /// Whether the certificate `cert_der` carries a signature by the key `spki_der`.
 pub(crate) fn verify_with(cert_der: &[u8], spki_der: &[u8]) -> bool {
     let Ok((_, cert)) = X509Certificate::from_der(cert_der) else {

@@ -22,13 +22,14 @@ use rcgen::ExtendedKeyUsagePurpose;
 use secrets_sdk::{Data, EngineError, LeaseOptions, MountTtls, Request, Response, fields};
 use serde_json::Value;
 
-use crate::ca::{self, SigningIssuer};
-use crate::cert::{CertInfo, CsrInfo, San, parse_csr, spki_bits, spki_kind};
+use crate::ca;
+use crate::cert::{CertInfo, CsrInfo, Issued, San, parse_csr, spki_bits, spki_kind};
 use crate::keys::{KeyKind, KeySpec, PrivateKey};
 use crate::mount::Mount;
 use crate::names;
 use crate::render::{self, Format};
 use crate::roles::{self, Role};
+use crate::signing::SigningIssuer;
 use crate::template::{self, Signer, Subject, SubjectKey, Template};
 use crate::validity::{self, ValidityInput};
 
@@ -571,15 +572,27 @@ async fn leaf(
     let der = template::build(
         &template,
         subject_key,
-        Signer::Issuer(&issuer.cert, &issuer.key),
+        Signer::Issuer(issuer.signer(role.signature_bits).map_err(bad)?),
         role.signature_bits,
     )
     .map_err(bad)?;
-    let cert = CertInfo::from_der(&der).map_err(EngineError::Internal)?;
+    let cert = Issued::new(
+        der,
+        &template.serial,
+        template.not_before,
+        template.not_after,
+    );
 
     let mut response = answer(&issuer, &cert, generated.as_ref(), format, pkcs8, data)?;
     if !role.no_store {
-        ca::store_cert(mount, &cert, &issuer.record.id).await?;
+        ca::store_cert(
+            mount,
+            &cert.serial,
+            &cert.der,
+            cert.not_after,
+            &issuer.record.id,
+        )
+        .await?;
     }
     if role.generate_lease {
         let ttl = (cert.not_after - mount.now()).max(1);
@@ -620,16 +633,18 @@ async fn leaf(
 /// private key when one was generated.
 fn answer(
     issuer: &SigningIssuer,
-    cert: &CertInfo,
+    cert: &Issued,
     key: Option<&PrivateKey>,
     format: Format,
     pkcs8: bool,
     data: &Data,
 ) -> Result<Response, EngineError> {
-    let mut chain = issuer.chain();
-    if fields::bool(data, "remove_roots_from_chain")?.unwrap_or(false) {
-        chain.retain(|c| !c.is_self_signed());
-    }
+    let remove_roots = fields::bool(data, "remove_roots_from_chain")?.unwrap_or(false);
+    let chain: Vec<&CertInfo> = issuer
+        .chain()
+        .iter()
+        .filter(|c| !remove_roots || !c.is_self_signed())
+        .collect();
     let mut out = Data::new();
     out.insert("not_before".to_owned(), Value::from(cert.not_before));
     out.insert("expiration".to_owned(), Value::from(cert.not_after));
@@ -639,21 +654,21 @@ fn answer(
     );
     out.insert(
         "issuing_ca".to_owned(),
-        Value::String(render::cert(format, &issuer.cert)),
+        Value::String(render::cert(format, &issuer.cert.der)),
     );
     let certificate = match format {
         Format::PemBundle => render::bundle(
             key.map(|k| k.pem(false).trim_end().to_owned()),
-            cert,
-            &chain,
+            &cert.der,
+            chain.iter().copied(),
         ),
-        _ => render::cert(format, cert),
+        _ => render::cert(format, &cert.der),
     };
     out.insert("certificate".to_owned(), Value::String(certificate));
     if !chain.is_empty() {
         out.insert(
             "ca_chain".to_owned(),
-            render::strings(chain.iter().map(|c| render::cert(format, c))),
+            render::strings(chain.iter().map(|c| render::cert(format, &c.der))),
         );
     }
     if let Some(key) = key {

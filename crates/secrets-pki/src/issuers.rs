@@ -290,6 +290,7 @@ pub(crate) async fn delete(
         return Ok(None);
     };
     mount.store.delete_issuer(&id).await?;
+    mount.signers.forget(&id);
     let mut response = Response::default();
     let mut config = mount.store.issuers_config().await?;
     if config.default == id {

@@ -4,13 +4,15 @@
 //! issuer asks for.
 //!
 //! Invariants: a [`PrivateKey`] always holds a PKCS#8 document aws-lc-rs accepted, so turning
-//! it into a signer cannot fail for malformed bytes; key type names are Vault's (`rsa`, `ec`,
-//! `ed25519`).
+//! it into a signer cannot fail for malformed bytes; its public key and (EC) SEC 1 form are
+//! derived once, from the same aws-lc-rs key object that generated or checked it, so reading
+//! them never parses the key again (a parse costs about as much as a key generation: aws-lc
+//! checks the key); key type names are Vault's (`rsa`, `ec`, `ed25519`).
 
 use aws_lc_rs::encoding::{AsDer, EcPrivateKeyRfc5915Der, Pkcs8V1Der};
 use aws_lc_rs::signature::{
     ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING, ECDSA_P521_SHA512_ASN1_SIGNING,
-    EcdsaKeyPair, EcdsaSigningAlgorithm, Ed25519KeyPair,
+    EcdsaKeyPair, EcdsaSigningAlgorithm, Ed25519KeyPair, KeyPair as _,
 };
 use rcgen::{KeyPair, PublicKeyData, SignatureAlgorithm};
 
@@ -109,11 +111,42 @@ fn ec_alg(bits: u32) -> &'static EcdsaSigningAlgorithm {
     }
 }
 
-/// A private key, kept as PKCS#8.
+/// A private key, kept as PKCS#8, with what is derived from it once.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct PrivateKey {
     pub(crate) spec: KeySpec,
     pkcs8: Vec<u8>,
+    /// The public key's bits as X.509 carries them (the SubjectPublicKeyInfo's BIT STRING
+    /// content: PKCS#1 for RSA, the uncompressed point for EC, 32 bytes for Ed25519).
+    public: Vec<u8>,
+    /// SEC 1 (`EC PRIVATE KEY`) for EC keys, Vault's default export.
+    sec1: Option<Vec<u8>>,
+}
+
+/// A key's public half as rcgen reads it, for certifying a key without parsing it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PublicKey<'a> {
+    alg: &'static SignatureAlgorithm,
+    bits: &'a [u8],
+}
+
+impl PublicKeyData for PublicKey<'_> {
+    fn der_bytes(&self) -> &[u8] {
+        self.bits
+    }
+
+    fn algorithm(&self) -> &'static SignatureAlgorithm {
+        self.alg
+    }
+}
+
+/// The SEC 1 form of an EC key pair.
+fn sec1_of(pair: &EcdsaKeyPair) -> Result<Vec<u8>, String> {
+    let der: EcPrivateKeyRfc5915Der<'_> = pair
+        .private_key()
+        .as_der()
+        .map_err(|_| "unable to encode EC key".to_owned())?;
+    Ok(der.as_ref().to_vec())
 }
 
 impl std::fmt::Debug for PrivateKey {
@@ -128,7 +161,7 @@ impl PrivateKey {
     /// A fresh key.
     pub(crate) fn generate(spec: KeySpec) -> Result<PrivateKey, String> {
         let failed = |_| format!("failed to generate a {} key", spec.kind.name());
-        let pkcs8 = match spec.kind {
+        let (pkcs8, public, sec1) = match spec.kind {
             KeyKind::Rsa => {
                 use aws_lc_rs::rsa::{KeyPair as RsaKeyPair, KeySize};
                 let size = match spec.bits {
@@ -139,20 +172,37 @@ impl PrivateKey {
                 };
                 let pair = RsaKeyPair::generate(size).map_err(failed)?;
                 let der: Pkcs8V1Der<'_> = pair.as_der().map_err(failed)?;
-                der.as_ref().to_vec()
+                (
+                    der.as_ref().to_vec(),
+                    pair.public_key().as_ref().to_vec(),
+                    None,
+                )
             }
-            KeyKind::Ec => EcdsaKeyPair::generate(ec_alg(spec.bits))
-                .and_then(|pair| pair.to_pkcs8v1())
-                .map_err(failed)?
-                .as_ref()
-                .to_vec(),
-            KeyKind::Ed25519 => Ed25519KeyPair::generate()
-                .and_then(|pair| pair.to_pkcs8v1())
-                .map_err(failed)?
-                .as_ref()
-                .to_vec(),
+            KeyKind::Ec => {
+                let pair = EcdsaKeyPair::generate(ec_alg(spec.bits)).map_err(failed)?;
+                let pkcs8 = pair.to_pkcs8v1().map_err(failed)?;
+                (
+                    pkcs8.as_ref().to_vec(),
+                    pair.public_key().as_ref().to_vec(),
+                    Some(sec1_of(&pair)?),
+                )
+            }
+            KeyKind::Ed25519 => {
+                let pair = Ed25519KeyPair::generate().map_err(failed)?;
+                let pkcs8 = pair.to_pkcs8v1().map_err(failed)?;
+                (
+                    pkcs8.as_ref().to_vec(),
+                    pair.public_key().as_ref().to_vec(),
+                    None,
+                )
+            }
         };
-        Ok(PrivateKey { spec, pkcs8 })
+        Ok(PrivateKey {
+            spec,
+            pkcs8,
+            public,
+            sec1,
+        })
     }
 
     /// A key from the first private-key block of a PEM text (PKCS#8, PKCS#1 or SEC 1).
@@ -191,14 +241,15 @@ impl PrivateKey {
     pub(crate) fn from_pkcs8(bytes: &[u8]) -> Result<PrivateKey, String> {
         let bad = |what: &str| format!("unable to parse private key: {what}");
         let (kind, curve) = pkcs8_algorithm(bytes).ok_or_else(|| bad("not PKCS#8"))?;
-        let spec = match kind.as_str() {
+        let (spec, public, sec1) = match kind.as_str() {
             OID_RSA => {
                 let pair = aws_lc_rs::rsa::KeyPair::from_pkcs8(bytes)
                     .map_err(|_| bad("invalid RSA key"))?;
-                KeySpec {
+                let spec = KeySpec {
                     kind: KeyKind::Rsa,
                     bits: (pair.public_modulus_len() * 8) as u32,
-                }
+                };
+                (spec, pair.public_key().as_ref().to_vec(), None)
             }
             OID_EC => {
                 let bits = match curve.as_deref() {
@@ -207,25 +258,32 @@ impl PrivateKey {
                     Some(OID_P521) => 521,
                     _ => return Err(bad("unsupported EC curve")),
                 };
-                EcdsaKeyPair::from_pkcs8(ec_alg(bits), bytes).map_err(|_| bad("invalid EC key"))?;
-                KeySpec {
+                let pair = EcdsaKeyPair::from_pkcs8(ec_alg(bits), bytes)
+                    .map_err(|_| bad("invalid EC key"))?;
+                let spec = KeySpec {
                     kind: KeyKind::Ec,
                     bits,
-                }
+                };
+                // A key aws-lc accepted but cannot write as SEC 1 is exported as PKCS#8.
+                let sec1 = sec1_of(&pair).ok();
+                (spec, pair.public_key().as_ref().to_vec(), sec1)
             }
             OID_ED25519 => {
-                Ed25519KeyPair::from_pkcs8_maybe_unchecked(bytes)
+                let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(bytes)
                     .map_err(|_| bad("invalid Ed25519 key"))?;
-                KeySpec {
+                let spec = KeySpec {
                     kind: KeyKind::Ed25519,
                     bits: 0,
-                }
+                };
+                (spec, pair.public_key().as_ref().to_vec(), None)
             }
             _ => return Err(bad("unsupported key algorithm")),
         };
         Ok(PrivateKey {
             spec,
             pkcs8: bytes.to_vec(),
+            public,
+            sec1,
         })
     }
 
@@ -240,19 +298,10 @@ impl PrivateKey {
                 Some(inner) => ("RSA PRIVATE KEY", inner),
                 None => ("PRIVATE KEY", self.pkcs8.clone()),
             },
-            KeyKind::Ec => {
-                let sec1 = EcdsaKeyPair::from_pkcs8(ec_alg(self.spec.bits), &self.pkcs8)
-                    .ok()
-                    .and_then(|pair| {
-                        let der: Option<EcPrivateKeyRfc5915Der<'_>> =
-                            pair.private_key().as_der().ok();
-                        der.map(|der| der.as_ref().to_vec())
-                    });
-                match sec1 {
-                    Some(sec1) => ("EC PRIVATE KEY", sec1),
-                    None => ("PRIVATE KEY", self.pkcs8.clone()),
-                }
-            }
+            KeyKind::Ec => match &self.sec1 {
+                Some(sec1) => ("EC PRIVATE KEY", sec1.clone()),
+                None => ("PRIVATE KEY", self.pkcs8.clone()),
+            },
             KeyKind::Ed25519 => ("PRIVATE KEY", self.pkcs8.clone()),
         }
     }
@@ -266,7 +315,16 @@ impl PrivateKey {
     /// The rcgen signer: RSA keys sign with SHA-2 of `signature_bits` (256 when 0), EC keys
     /// with the hash matching their curve, Ed25519 with itself.
     pub(crate) fn signer(&self, signature_bits: i64) -> Result<KeyPair, String> {
-        let alg: &'static SignatureAlgorithm = match self.spec.kind {
+        KeyPair::from_pkcs8_der_and_sign_algo(
+            &self.pkcs8.as_slice().into(),
+            self.algorithm(signature_bits),
+        )
+        .map_err(|err| format!("unable to load private key: {err}"))
+    }
+
+    /// The rcgen signature algorithm [`PrivateKey::signer`] signs with.
+    fn algorithm(&self, signature_bits: i64) -> &'static SignatureAlgorithm {
+        match self.spec.kind {
             KeyKind::Rsa => match signature_bits {
                 384 => &rcgen::PKCS_RSA_SHA384,
                 512 => &rcgen::PKCS_RSA_SHA512,
@@ -278,14 +336,20 @@ impl PrivateKey {
                 _ => &rcgen::PKCS_ECDSA_P256_SHA256,
             },
             KeyKind::Ed25519 => &rcgen::PKCS_ED25519,
-        };
-        KeyPair::from_pkcs8_der_and_sign_algo(&self.pkcs8.as_slice().into(), alg)
-            .map_err(|err| format!("unable to load private key: {err}"))
+        }
+    }
+
+    /// The public key, as rcgen would read it from [`PrivateKey::signer`]`(0)`.
+    pub(crate) fn public(&self) -> PublicKey<'_> {
+        PublicKey {
+            alg: self.algorithm(0),
+            bits: &self.public,
+        }
     }
 
     /// The DER SubjectPublicKeyInfo of the key.
     pub(crate) fn public_key_der(&self) -> Result<Vec<u8>, String> {
-        Ok(self.signer(0)?.subject_public_key_info())
+        Ok(self.public().subject_public_key_info())
     }
 }
 
@@ -359,7 +423,30 @@ mod tests {
                     back.public_key_der().unwrap(),
                     key.public_key_der().unwrap()
                 );
+                assert_eq!(back.export(false), key.export(false), "{kind} {bits}");
             }
+        }
+    }
+
+    #[test]
+    fn derived_public_keys_match_what_rcgen_reads_from_the_key() {
+        for (kind, bits) in [
+            ("ec", 256),
+            ("ec", 384),
+            ("ec", 521),
+            ("ed25519", 0),
+            ("rsa", 2048),
+        ] {
+            let key = PrivateKey::generate(KeySpec::parse(kind, bits).unwrap()).unwrap();
+            let parsed = PrivateKey::from_pkcs8(&key.pkcs8).unwrap();
+            let from_rcgen = key.signer(0).unwrap().subject_public_key_info();
+            assert_eq!(key.public_key_der().unwrap(), from_rcgen, "{kind} {bits}");
+            assert_eq!(
+                parsed.public_key_der().unwrap(),
+                from_rcgen,
+                "{kind} {bits}"
+            );
+            assert_eq!(parsed, key, "{kind} {bits}");
         }
     }
 }

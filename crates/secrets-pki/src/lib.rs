@@ -6,7 +6,8 @@
 //! path through [`factory`] and calls [`Engine::handle`](secrets_sdk::Engine::handle) with
 //! paths relative to the mount; `engine.rs` lists every path. The model sits below the
 //! handlers: `store.rs` (keys and records), `ca.rs` (issuers, keys, chains, serials),
-//! `template.rs` (building certificates, CSRs and CRLs), `cert.rs` (reading them), `keys.rs`,
+//! `signing.rs` (issuers parsed once and cached per mount), `template.rs` (building
+//! certificates, CSRs and CRLs), `cert.rs` (reading them), `keys.rs`,
 //! `names.rs` (role name policy), `validity.rs`, `render.rs`; the handlers are one file per
 //! path family (`roles.rs`, `root.rs`, `intermediate.rs`, `issuers.rs`, `issue.rs`,
 //! `fetch.rs`, `revoke.rs`, `crl.rs`, `tidy.rs`), importing the model and never each other
@@ -40,6 +41,7 @@ mod render;
 mod revoke;
 mod roles;
 mod root;
+mod signing;
 mod store;
 mod template;
 mod tidy;

@@ -1,5 +1,6 @@
 //! A pki mount's shared state, as every path family's handler sees it: the typed store, the
-//! clock, and the lock that serialises changes to issuers, keys and CRLs.
+//! clock, the lock that serialises changes to issuers, keys and CRLs, and the cache of parsed
+//! issuers ready to sign (`signing.rs`).
 //!
 //! Where it sits: owned by the engine (`engine.rs`), which hands a `&Mount` to each family's
 //! handler; handlers never see the engine.
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use secrets_sdk::{EngineStorage, SharedClock};
 use tokio::sync::Mutex;
 
+use crate::signing::SignerCache;
 use crate::store::Store;
 use crate::tidy::TidyStatus;
 
@@ -21,6 +23,7 @@ pub(crate) struct Mount {
     pub(crate) store: Store,
     pub(crate) clock: SharedClock,
     pub(crate) issuers_lock: Mutex<()>,
+    pub(crate) signers: SignerCache,
     pub(crate) tidy: std::sync::Mutex<TidyStatus>,
 }
 
@@ -30,6 +33,7 @@ impl Mount {
             store: Store::new(storage),
             clock,
             issuers_lock: Mutex::new(()),
+            signers: SignerCache::default(),
             tidy: std::sync::Mutex::new(TidyStatus::default()),
         }
     }

@@ -41,13 +41,20 @@ pub(crate) fn pkcs8(data: &Data) -> Result<bool, EngineError> {
     }
 }
 
-/// A certificate as `format` writes it (pem_bundle writes the bare PEM here; bundles are
-/// assembled by [`bundle`]).
-pub(crate) fn cert(format: Format, cert: &CertInfo) -> String {
+/// A certificate (DER) as `format` writes it (pem_bundle writes the bare PEM here; bundles
+/// are assembled by [`bundle`]).
+pub(crate) fn cert(format: Format, der: &[u8]) -> String {
     match format {
-        Format::Der => pem::base64(&cert.der),
-        Format::Pem | Format::PemBundle => cert.pem_trimmed(),
+        Format::Der => pem::base64(der),
+        Format::Pem | Format::PemBundle => cert_pem(der),
     }
+}
+
+/// A certificate's PEM without the final newline.
+pub(crate) fn cert_pem(der: &[u8]) -> String {
+    let mut text = pem::encode("CERTIFICATE", der);
+    text.truncate(text.trim_end().len());
+    text
 }
 
 /// A key as `format` writes it.
@@ -60,10 +67,14 @@ pub(crate) fn key(format: Format, key: &PrivateKey, pkcs8: bool) -> String {
 
 /// Vault's `ToPEMBundle`: the private key (if any), the certificate, then the chain, joined
 /// by newlines.
-pub(crate) fn bundle(key: Option<String>, cert: &CertInfo, chain: &[CertInfo]) -> String {
+pub(crate) fn bundle<'a>(
+    key: Option<String>,
+    cert_der: &[u8],
+    chain: impl IntoIterator<Item = &'a CertInfo>,
+) -> String {
     let mut parts: Vec<String> = key.into_iter().collect();
-    parts.push(cert.pem_trimmed());
-    parts.extend(chain.iter().map(CertInfo::pem_trimmed));
+    parts.push(cert_pem(cert_der));
+    parts.extend(chain.into_iter().map(CertInfo::pem_trimmed));
     parts.join("\n")
 }
 

@@ -17,12 +17,13 @@
 use secrets_sdk::{Data, EngineError, Request, Response, fields};
 use serde_json::Value;
 
-use crate::ca::{self, SigningIssuer};
+use crate::ca;
 use crate::cert::{CertInfo, cert_extensions, cert_sans, certs_in_pem, signature_algorithm_name};
 use crate::generate::{self, ca_key_usage, new_name};
 use crate::issue;
 use crate::mount::Mount;
 use crate::render::{self, Format};
+use crate::signing::SigningIssuer;
 use crate::template::{self, Signer, SubjectKey, Template};
 use crate::{crl, names};
 
@@ -124,7 +125,7 @@ pub(crate) async fn generate(
     issuer.revocation_signature_algorithm =
         signature_algorithm_name(key.spec.kind, generation.signature_bits, key.spec.bits);
     mount.store.put_issuer(&issuer).await?;
-    ca::store_cert(mount, &cert, &issuer.id).await?;
+    ca::store_cert(mount, &cert.serial, &cert.der, cert.not_after, &issuer.id).await?;
     if let Err(err) = crl::rebuild(mount, &issuer.id).await {
         warnings.push(err.to_string());
     }
@@ -138,14 +139,14 @@ pub(crate) async fn generate(
     );
     out.insert(
         "issuing_ca".to_owned(),
-        Value::String(render::cert(format, &cert)),
+        Value::String(render::cert(format, &cert.der)),
     );
     let private_key = render::key(format, key, generation.pkcs8);
     let certificate = match format {
         Format::PemBundle if generation.exported => {
             format!("{private_key}\n{}", cert.pem_trimmed())
         }
-        _ => render::cert(format, &cert),
+        _ => render::cert(format, &cert.der),
     };
     out.insert("certificate".to_owned(), Value::String(certificate));
     if generation.exported {
@@ -187,6 +188,7 @@ pub(crate) async fn delete_all(mount: &Mount) -> Result<Option<Response>, Engine
     let _guard = mount.issuers_lock.lock().await;
     for id in mount.store.issuer_ids().await? {
         mount.store.delete_issuer(&id).await?;
+        mount.signers.forget(&id);
     }
     for id in mount.store.key_ids().await? {
         mount
@@ -295,12 +297,19 @@ pub(crate) async fn sign_intermediate(
     let der = template::build(
         &template,
         SubjectKey::Public(&csr.spki),
-        Signer::Issuer(&issuer.cert, &issuer.key),
+        Signer::Issuer(issuer.signer(role.signature_bits).map_err(bad)?),
         role.signature_bits,
     )
     .map_err(bad)?;
     let cert = CertInfo::from_der(&der).map_err(EngineError::Internal)?;
-    ca::store_cert(mount, &cert, &issuer.record.id).await?;
+    ca::store_cert(
+        mount,
+        &cert.serial,
+        &cert.der,
+        cert.not_after,
+        &issuer.record.id,
+    )
+    .await?;
 
     let mut response = signed_ca_answer(&issuer, &cert, format);
     response.warnings.extend(window.warnings);
@@ -326,20 +335,20 @@ fn signed_ca_answer(issuer: &SigningIssuer, cert: &CertInfo, format: Format) -> 
         Value::String(cert.serial.clone()),
     );
     let certificate = match format {
-        Format::PemBundle => render::bundle(None, cert, &chain),
-        _ => render::cert(format, cert),
+        Format::PemBundle => render::bundle(None, &cert.der, chain),
+        _ => render::cert(format, &cert.der),
     };
     out.insert("certificate".to_owned(), Value::String(certificate));
     out.insert(
         "issuing_ca".to_owned(),
-        Value::String(render::cert(format, &issuer.cert)),
+        Value::String(render::cert(format, &issuer.cert.der)),
     );
     out.insert(
         "ca_chain".to_owned(),
         render::strings(
             std::iter::once(cert)
                 .chain(chain.iter())
-                .map(|c| render::cert(format, c)),
+                .map(|c| render::cert(format, &c.der)),
         ),
     );
     Response::data(out)
@@ -399,7 +408,7 @@ pub(crate) async fn sign_self_issued(
     let der = template::build(
         &template,
         SubjectKey::Public(&cert.spki),
-        Signer::Issuer(&issuer.cert, &issuer.key),
+        Signer::Issuer(issuer.signer(0).map_err(bad)?),
         0,
     )
     .map_err(bad)?;

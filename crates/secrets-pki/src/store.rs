@@ -12,9 +12,13 @@
 //!   revocation rebuilds only its issuer's CRL.
 //!
 //! Invariants: issuer and key ids are UUIDs; issuer and key names are unique within the mount
-//! and never `default`; every record is versioned JSON, unknown fields ignored.
+//! and never `default`; every record is versioned JSON, unknown fields ignored. The issuer
+//! name index ([`Store::issuer_named`]) is a hint, never a source: an entry is used only after
+//! the stored record it points at was read and still carries the name, so a rename, delete,
+//! import or restore by anyone cannot make a name resolve to the wrong issuer.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use secrets_sdk::{EngineError, EngineStorage};
 use serde::de::DeserializeOwned;
@@ -42,11 +46,29 @@ pub(crate) const DEFAULT_REF: &str = "default";
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     storage: Arc<dyn EngineStorage>,
+    /// Issuer name to id, as last seen; checked against storage on every use.
+    issuer_names: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// Decodes the record stored under `key`.
+pub(crate) fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, EngineError> {
+    serde_json::from_slice(bytes)
+        .map_err(|err| EngineError::Internal(format!("corrupt record {key}: {err}")))
+}
+
+/// Only the name of an issuer record, to check the name index without decoding the rest.
+#[derive(Deserialize)]
+struct NameOnly {
+    #[serde(default)]
+    name: String,
 }
 
 impl Store {
     pub(crate) fn new(storage: Arc<dyn EngineStorage>) -> Store {
-        Store { storage }
+        Store {
+            storage,
+            issuer_names: Arc::default(),
+        }
     }
 
     pub(crate) async fn get<T: DeserializeOwned>(
@@ -55,10 +77,13 @@ impl Store {
     ) -> Result<Option<T>, EngineError> {
         match self.storage.get(key).await? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|err| EngineError::Internal(format!("corrupt record {key}: {err}"))),
+            Some(bytes) => decode(key, &bytes).map(Some),
         }
+    }
+
+    /// The stored bytes under `key`, undecoded (for caches that compare them).
+    pub(crate) async fn raw(&self, key: &str) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.storage.get(key).await?)
     }
 
     pub(crate) async fn put<T: Serialize>(&self, key: &str, value: &T) -> Result<(), EngineError> {
@@ -128,7 +153,7 @@ impl Store {
     }
 
     pub(crate) async fn issuer(&self, id: &str) -> Result<Option<IssuerRecord>, EngineError> {
-        self.get(&format!("{ISSUER_PREFIX}{id}")).await
+        self.get(&issuer_key(id)).await
     }
 
     pub(crate) async fn issuers(&self) -> Result<Vec<IssuerRecord>, EngineError> {
@@ -164,15 +189,52 @@ impl Store {
             }
             return Ok(Some(config.default));
         }
-        if self.issuer(reference).await?.is_some() {
+        if self.exists(&issuer_key(reference)).await? {
             return Ok(Some(reference.to_owned()));
         }
-        Ok(self
-            .issuers()
-            .await?
-            .into_iter()
-            .find(|issuer| issuer.name == reference)
-            .map(|issuer| issuer.id))
+        Ok(self.issuer_named(reference).await?.map(|(id, _)| id))
+    }
+
+    /// The id and stored bytes of the issuer named `name`: through the name index when the
+    /// record it points at still has that name, else by reading every issuer (which refreshes
+    /// the index).
+    pub(crate) async fn issuer_named(
+        &self,
+        name: &str,
+    ) -> Result<Option<(String, Vec<u8>)>, EngineError> {
+        let hint = self.names().get(name).cloned();
+        if let Some(id) = hint {
+            let key = issuer_key(&id);
+            if let Some(bytes) = self.raw(&key).await?
+                && decode::<NameOnly>(&key, &bytes)?.name == name
+            {
+                return Ok(Some((id, bytes)));
+            }
+        }
+        let mut found = None;
+        let mut index = HashMap::new();
+        for id in self.issuer_ids().await? {
+            let key = issuer_key(&id);
+            let Some(bytes) = self.raw(&key).await? else {
+                continue;
+            };
+            let record: NameOnly = decode(&key, &bytes)?;
+            if record.name == name && found.is_none() {
+                found = Some((id.clone(), bytes));
+            }
+            if !record.name.is_empty() {
+                index.entry(record.name).or_insert(id);
+            }
+        }
+        *self.names() = index;
+        Ok(found)
+    }
+
+    fn names(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // The index is a hint: a panic elsewhere while holding it leaves nothing to repair.
+        self.issuer_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// [`Store::resolve_issuer`], answering Vault's 400 when nothing matches.
@@ -269,6 +331,16 @@ impl Store {
     ) -> Result<(), EngineError> {
         self.put(&format!("{CRL_PREFIX}{issuer_id}"), record).await
     }
+}
+
+/// The storage key of issuer `id`.
+pub(crate) fn issuer_key(id: &str) -> String {
+    format!("{ISSUER_PREFIX}{id}")
+}
+
+/// The storage key of key `id`.
+pub(crate) fn key_key(id: &str) -> String {
+    format!("{KEY_PREFIX}{id}")
 }
 
 fn version_one() -> u32 {

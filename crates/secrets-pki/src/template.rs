@@ -237,11 +237,11 @@ pub(crate) fn ext_key_usage(name: &str) -> Option<ExtendedKeyUsagePurpose> {
     }
 }
 
-/// Who signs: the certificate's own key (a root), or an issuer's certificate and key.
+/// Who signs: the certificate's own key (a root), or an issuer made ready by [`rcgen_issuer`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Signer<'a> {
     SelfSigned(&'a PrivateKey),
-    Issuer(&'a CertInfo, &'a PrivateKey),
+    Issuer(&'a Issuer<'static, KeyPair>),
 }
 
 /// The key a certificate certifies: one we hold, or a public key from a CSR.
@@ -456,20 +456,14 @@ pub(crate) fn build(
             let pair = key.signer(signature_bits)?;
             params.self_signed(&pair).map_err(failed)?
         }
-        Signer::Issuer(issuer_cert, issuer_key) => {
-            let issuer = rcgen_issuer(issuer_cert, issuer_key, signature_bits)?;
-            match subject_key {
-                SubjectKey::Private(key) => {
-                    let pair = key.signer(0)?;
-                    params.signed_by(&pair, &issuer).map_err(failed)?
-                }
-                SubjectKey::Public(spki) => {
-                    let public = rcgen::SubjectPublicKeyInfo::from_der(spki)
-                        .map_err(|err| format!("unsupported public key: {err}"))?;
-                    params.signed_by(&public, &issuer).map_err(failed)?
-                }
+        Signer::Issuer(issuer) => match subject_key {
+            SubjectKey::Private(key) => params.signed_by(&key.public(), issuer).map_err(failed)?,
+            SubjectKey::Public(spki) => {
+                let public = rcgen::SubjectPublicKeyInfo::from_der(spki)
+                    .map_err(|err| format!("unsupported public key: {err}"))?;
+                params.signed_by(&public, issuer).map_err(failed)?
             }
-        }
+        },
     };
     Ok(cert.der().to_vec())
 }
