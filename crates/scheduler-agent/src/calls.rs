@@ -1,6 +1,7 @@
 //! The client's side of the server's calls (the reverse channel of the cairn-internal client
 //! protocol): a long poll for the calls the server has for this node (signal, restart, exec,
-//! fs and logs of its allocations), and for each call a connection dialled back to the server
+//! fs and logs, stats and garbage collection of its allocations; host stats and a full
+//! garbage collection of the node, whose calls name no allocation), and for each call a connection dialled back to the server
 //! and upgraded into the call's tunnel.
 //!
 //! Tunnel protocol (the server's `client_rpc.rs` reads exactly this): the client first writes
@@ -171,6 +172,19 @@ async fn handle(shared: Arc<Shared>, client: Arc<ServerClient>, call: ClientCall
             Err(refusal) => refuse(&mut io, &refusal).await,
         },
         "exec" => crate::exec::serve(&shared, &call, io).await,
+        "stats/alloc" => match crate::stats::alloc_stats(&shared, &call).await {
+            Ok(stats) => answer_json(&mut io, &stats).await,
+            Err(refusal) => refuse(&mut io, &refusal).await,
+        },
+        "stats/host" => answer_json(&mut io, &crate::stats::host_stats(&shared).await).await,
+        "gc/alloc" => match crate::gc::collect(&shared, &call.alloc_id) {
+            Ok(()) => answer_json(&mut io, &Value::Null).await,
+            Err(refusal) => refuse(&mut io, &refusal).await,
+        },
+        "gc/all" => {
+            crate::gc::collect_all(&shared);
+            answer_json(&mut io, &Value::Null).await;
+        }
         op if op.starts_with("fs/") => crate::fs::serve(&shared, &call, io).await,
         other => {
             refuse(

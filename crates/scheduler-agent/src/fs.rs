@@ -1,7 +1,10 @@
 //! The allocation filesystem and logs as the client serves them to the server's `/v1/client/fs/*`
 //! endpoints: `ls`, `stat`, `cat` and `readat` of a path inside an allocation directory, and a
 //! task's `stdout`/`stderr` log (`logs`), from an offset at either end, plain or in upstream's
-//! frames (`{"Offset", "Data" (base64), "File"}`), optionally followed as it grows.
+//! frames (`{"Offset", "Data" (base64), "File"}`), optionally followed as it grows; and any
+//! file of the allocation streamed the same way (`stream`, Nomad's `FileSystem.Stream`: framed
+//! only, with `FileEvent` "file truncated" when the file shrinks, after which it is read again
+//! from 0, and "file deleted" as the last frame when it disappears).
 //!
 //! Invariants: every path is resolved inside the allocation directory: `..` components are
 //! refused (400) before anything is touched, and a path whose real location (symlinks
@@ -71,6 +74,7 @@ where
         },
         "fs/cat" | "fs/readat" => read(&root, call, &mut io).await,
         "fs/logs" => logs(shared, &root, call, &mut io).await,
+        "fs/stream" => stream(&root, call, &mut io).await,
         other => Err(Refusal::bad_request(format!(
             "unknown client call {other:?}"
         ))),
@@ -299,6 +303,148 @@ struct Frame<'a> {
     offset: u64,
     data: String,
     file: &'a str,
+}
+
+/// A frame of `stream` (Nomad's `StreamFrame`, empty fields left out as upstream).
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct StreamFrame<'a> {
+    #[serde(skip_serializing_if = "is_zero")]
+    offset: u64,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    data: String,
+    file: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    file_event: &'a str,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+/// Upstream's file events.
+const FILE_TRUNCATED: &str = "file truncated";
+const FILE_DELETED: &str = "file deleted";
+
+/// `stream`: `Path` (a file), `Offset`, `Origin` (start|end), `Follow`; framed. A followed
+/// stream ends when the file is deleted or the server closes the tunnel.
+async fn stream<IO: AsyncRead + AsyncWrite + Unpin>(
+    root: &Path,
+    call: &ClientCall,
+    io: &mut IO,
+) -> Result<(), Refusal> {
+    let shown = param_str(call, "Path");
+    if shown.is_empty() {
+        return Err(Refusal::bad_request("must provide a file path"));
+    }
+    let path = resolve(root, shown)?;
+    let metadata = std::fs::metadata(&path).map_err(|error| {
+        let mut refusal = not_found(&path, root, &error);
+        refusal.status = 400;
+        refusal
+    })?;
+    if metadata.is_dir() {
+        return Err(Refusal::bad_request(format!(
+            "file {shown:?} is a directory"
+        )));
+    }
+    let origin_end = match param_str(call, "Origin") {
+        "" | "start" => false,
+        "end" => true,
+        _ => return Err(Refusal::bad_request("origin must be start or end")),
+    };
+    let offset = u64::try_from(param_i64(call, "Offset", 0)?.max(0)).unwrap_or(0);
+    let follow = param_bool(call, "Follow");
+    let mut at = if origin_end {
+        metadata.len().saturating_sub(offset)
+    } else {
+        offset
+    };
+    if write_head(io, 200, "", "application/json").await.is_err() {
+        return Ok(());
+    }
+    let (mut reader, mut writer) = tokio::io::split(io);
+    let send = |frame: StreamFrame<'_>| serde_json::to_vec(&frame).unwrap_or_default();
+    let mut buffer = vec![0_u8; CHUNK];
+    let mut idle = Duration::ZERO;
+    let mut probe = [0_u8; 1];
+    let mut event = "";
+    loop {
+        let len = match tokio::fs::metadata(&path).await {
+            Ok(metadata) => metadata.len(),
+            Err(_) => {
+                let frame = send(StreamFrame {
+                    offset: at,
+                    data: String::new(),
+                    file: shown,
+                    file_event: FILE_DELETED,
+                });
+                let _ = writer.write_all(&frame).await;
+                break;
+            }
+        };
+        if len < at {
+            at = 0;
+            event = FILE_TRUNCATED;
+        }
+        let mut read_any = false;
+        if let Ok(mut file) = tokio::fs::File::open(&path).await
+            && file.seek(std::io::SeekFrom::Start(at)).await.is_ok()
+        {
+            loop {
+                let n = match file.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                read_any = true;
+                at += n as u64;
+                let frame = send(StreamFrame {
+                    offset: at,
+                    data: base64::engine::general_purpose::STANDARD.encode(&buffer[..n]),
+                    file: shown,
+                    file_event: std::mem::take(&mut event),
+                });
+                if writer.write_all(&frame).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if !event.is_empty() {
+            // Truncated to nothing: the event goes alone.
+            let frame = send(StreamFrame {
+                offset: at,
+                data: String::new(),
+                file: shown,
+                file_event: std::mem::take(&mut event),
+            });
+            if writer.write_all(&frame).await.is_err() {
+                return Ok(());
+            }
+            read_any = true;
+        }
+        if !follow {
+            break;
+        }
+        if read_any {
+            idle = Duration::ZERO;
+            let _ = writer.flush().await;
+        } else {
+            idle += FOLLOW_POLL;
+            if idle >= HEARTBEAT {
+                idle = Duration::ZERO;
+                if writer.write_all(b"{}").await.is_err() {
+                    return Ok(());
+                }
+                let _ = writer.flush().await;
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(FOLLOW_POLL) => {}
+            _ = reader.read(&mut probe) => return Ok(()),
+        }
+    }
+    let _ = writer.shutdown().await;
+    Ok(())
 }
 
 /// `logs`: `Task`, `Type` (stdout|stderr), `Follow`, `Offset`, `Origin` (start|end), `Plain`.

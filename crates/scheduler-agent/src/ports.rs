@@ -1,9 +1,11 @@
-//! Dynamic ports, assigned per node by the client: the server's placement leaves every
-//! `DynamicPorts` value at 0, so each allocation's dynamic ports are picked here from Nomad's
-//! default range ([`MIN_DYNAMIC_PORT`]–[`MAX_DYNAMIC_PORT`]) and written into the allocation's
-//! networks (group and task), with the node's address as the network's `IP` when it has none.
-//! The task environment (`env.rs`: `NOMAD_PORT_<label>`, `NOMAD_ADDR_<label>`...) and the
-//! service registrations (`services.rs`) then read them from the allocation as upstream's do.
+//! The client's record of the ports its allocations hold. The server assigns ports at
+//! placement (`placement/ports.rs` of the scheduler: static and dynamic, never shared on the
+//! node) and its values are kept as they are; this table only fills a dynamic port the server
+//! left at 0 (an allocation placed before the server assigned ports), from Nomad's default
+//! range ([`MIN_DYNAMIC_PORT`]–[`MAX_DYNAMIC_PORT`]), and an empty network `IP` with the node's
+//! address. The task environment (`env.rs`: `NOMAD_PORT_<label>`, `NOMAD_ADDR_<label>`...) and
+//! the service registrations (`services.rs`) read the ports from the allocation as upstream's
+//! do.
 //!
 //! Invariants: an allocation keeps its ports for its whole life on this node, across server
 //! updates and agent restarts (the ports of every allocation on disk are held before any new

@@ -50,6 +50,9 @@ pub struct Evaluation {
     pub next_eval: String,
     pub previous_eval: String,
     pub blocked_eval: String,
+    /// Nomad's `FailedTGAllocs` (serde's PascalCase would say `FailedTgAllocs`, which records
+    /// stored before this name was fixed still use).
+    #[serde(rename = "FailedTGAllocs", alias = "FailedTgAllocs")]
     pub failed_tg_allocs: BTreeMap<String, AllocMetric>,
     pub class_eligibility: BTreeMap<String, bool>,
     pub escaped_computed_class: bool,

@@ -1,5 +1,5 @@
-//! `/v1/client/fs/*`: an allocation's files (`ls`, `stat`, `cat`, `readat`) and its tasks'
-//! logs (`logs`), served by the client that runs the allocation through a call
+//! `/v1/client/fs/*`: an allocation's files (`ls`, `stat`, `cat`, `readat`, `stream`) and its
+//! tasks' logs (`logs`), served by the client that runs the allocation through a call
 //! (`client_rpc.rs`); the client resolves paths inside the allocation directory and streams
 //! the answer, which passes through here unchanged (a followed log streams until the task's
 //! allocation is done or the HTTP client goes away).
@@ -7,7 +7,8 @@
 //! Query parameters are checked here with upstream's texts (all 400s): `logs` needs `task`
 //! (`must provide task name`), a `type` of stdout or stderr, an `origin` of start or end,
 //! integer `offset`, boolean `follow` and `plain`; `readat` needs integer `offset` and
-//! `limit`; `path` defaults to `/`. ACL: `read-fs` for files, `read-logs` for logs, in the
+//! `limit`; `path` defaults to `/`, except for `stream`, which needs one (`must provide a file
+//! name`) and follows unless `follow=false`. ACL: `read-fs` for files, `read-logs` for logs, in the
 //! allocation's namespace.
 //!
 //! Invariants: nothing reaches a client before the allocation, the token and the parameters
@@ -161,4 +162,37 @@ pub(crate) async fn logs(
         "Origin": origin,
     });
     forward(&state, &alloc, "fs/logs", params).await
+}
+
+/// `GET /v1/client/fs/stream/:alloc_id?path=&offset=&origin=&follow=`: a file of the
+/// allocation in Nomad's frames, followed by default.
+pub(crate) async fn stream(
+    authz: Authz,
+    State(state): State<crate::State>,
+    Path(alloc_id): Path<String>,
+    query: QueryParams,
+) -> Result<Response, Error> {
+    let path = query.get("path").unwrap_or("");
+    if path.is_empty() {
+        return Err(Error::BadRequest("must provide a file name".to_owned()));
+    }
+    let follow = match query.get("follow") {
+        None | Some("") => true,
+        Some(_) => bool_param(&query, "follow")?,
+    };
+    let offset = int_param(&query, "offset", Some(0))?;
+    let origin = match query.get("origin") {
+        None | Some("") => "start",
+        Some(origin @ ("start" | "end")) => origin,
+        Some(_) => {
+            return Err(Error::BadRequest("origin must be start or end".to_owned()));
+        }
+    };
+    let params = json!({
+        "Path": path,
+        "Offset": offset,
+        "Origin": origin,
+        "Follow": follow,
+    });
+    files(&authz, &state, &alloc_id, "fs/stream", params).await
 }

@@ -577,9 +577,39 @@ pub(crate) async fn forward(
     op: &str,
     params: Value,
 ) -> Result<Response, Error> {
+    forward_to(state, &alloc.node_id, op, &alloc.id, params).await
+}
+
+/// Makes call `op` about the node itself (no allocation) to its client, answered as
+/// [`forward`] answers.
+pub(crate) async fn forward_node(
+    state: &crate::State,
+    node_id: &str,
+    op: &str,
+    params: Value,
+) -> Result<Response, Error> {
+    forward_to(state, node_id, op, "", params).await
+}
+
+/// The nodes whose clients poll this server now (or did a moment ago), in ID order.
+pub(crate) fn connected_nodes(state: &crate::State) -> Vec<String> {
+    let calls = state.client_calls();
+    let mut nodes: Vec<String> = calls.lock().nodes.keys().cloned().collect();
+    nodes.retain(|node_id| calls.reachable(node_id));
+    nodes.sort();
+    nodes
+}
+
+async fn forward_to(
+    state: &crate::State,
+    node_id: &str,
+    op: &str,
+    alloc_id: &str,
+    params: Value,
+) -> Result<Response, Error> {
     let tunnel = state
         .client_calls()
-        .open(&alloc.node_id, op, &alloc.id, params)
+        .open(node_id, op, alloc_id, params)
         .await?;
     if let Some(error) = tunnel.refusal() {
         return Err(error);

@@ -31,6 +31,7 @@ mod blocking;
 mod broker;
 mod client_fs;
 mod client_rpc;
+mod client_stats;
 mod clock;
 mod error;
 mod exec;

@@ -8,8 +8,8 @@ use axum::Router;
 use axum::routing::{get, post, put};
 
 use crate::{
-    Error, State, acl, agent, allocations, client_fs, client_rpc, exec, jobs, metrics, namespaces,
-    nodes, pause, services,
+    Error, State, acl, agent, allocations, client_fs, client_rpc, client_stats, exec, jobs,
+    metrics, namespaces, nodes, pause, services,
 };
 
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
@@ -52,7 +52,7 @@ pub fn router(state: State) -> Router {
             "/v1/allocation/{alloc_id}/stop",
             post(allocations::stop).put(allocations::stop),
         )
-        // Client allocation endpoints (allocations.rs, exec.rs, client_fs.rs):
+        // Client allocation endpoints (allocations.rs, exec.rs, client_fs.rs, client_stats.rs):
         .route(
             "/v1/client/allocation/{alloc_id}/signal",
             post(allocations::signal).put(allocations::signal),
@@ -62,11 +62,29 @@ pub fn router(state: State) -> Router {
             post(allocations::restart).put(allocations::restart),
         )
         .route("/v1/client/allocation/{alloc_id}/exec", get(exec::exec))
+        .route(
+            "/v1/client/allocation/{alloc_id}/stats",
+            get(client_stats::alloc),
+        )
+        .route(
+            "/v1/client/allocation/{alloc_id}/gc",
+            get(client_stats::gc_alloc)
+                .put(client_stats::gc_alloc)
+                .post(client_stats::gc_alloc),
+        )
+        .route("/v1/client/stats", get(client_stats::host))
+        .route(
+            "/v1/client/gc",
+            get(client_stats::gc_node)
+                .put(client_stats::gc_node)
+                .post(client_stats::gc_node),
+        )
         .route("/v1/client/fs/ls/{alloc_id}", get(client_fs::ls))
         .route("/v1/client/fs/stat/{alloc_id}", get(client_fs::stat))
         .route("/v1/client/fs/cat/{alloc_id}", get(client_fs::cat))
         .route("/v1/client/fs/readat/{alloc_id}", get(client_fs::readat))
         .route("/v1/client/fs/logs/{alloc_id}", get(client_fs::logs))
+        .route("/v1/client/fs/stream/{alloc_id}", get(client_fs::stream))
         .route("/v1/evaluations", get(allocations::list_evaluations))
         .route(
             "/v1/evaluation/{eval_id}",

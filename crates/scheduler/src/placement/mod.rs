@@ -29,6 +29,7 @@
 
 mod feasible;
 mod nodes;
+pub(crate) mod ports;
 mod rank;
 mod reconcile;
 mod reschedule;
@@ -405,7 +406,7 @@ impl<'a> Run<'a> {
         let batch = job.job_type == JOB_TYPE_BATCH;
         let seed = run_seed(self.ctx.seed, self.eval, self.snapshot.index) ^ SHUFFLE_SALT;
         let nodes = NodeSet::new(self.snapshot, job, seed);
-        let mut stack = Stack::new(nodes, batch, system, self.ctx.stopwatch);
+        let mut stack = Stack::new(self.snapshot, nodes, batch, system, self.ctx.stopwatch);
         let mut existing = Vec::new();
         for alloc in allocs.iter().copied().filter(|alloc| !alloc.terminal()) {
             stack.count_existing(alloc);
@@ -754,6 +755,19 @@ impl<'a> Run<'a> {
         alloc.node_id = node.id.clone();
         alloc.node_name = node.name.clone();
         alloc.metrics = metric;
+        let ask = stack
+            .groups
+            .get(attempt.group)
+            .and_then(|g| g.ports.clone());
+        if let Some(ask) = ask {
+            // The node ranked feasible against this very used set, so an offer exists; were
+            // it refused anyway, the ports stay 0 and the plan applier's check still holds.
+            let used = stack.used_ports(position);
+            if let Ok(offer) = ports::assign(&ask, &node, &used, &mut self.rng) {
+                stack.place_ports(position, &offer.held);
+                offer.apply(&mut alloc);
+            }
+        }
         if let Some(prev) = attempt.prev {
             alloc.previous_allocation = prev.id.clone();
             match attempt.kind {

@@ -18,7 +18,7 @@
 //! dense per-position vectors); what the plan already placed or stopped is accounted for
 //! through [`Proposed`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -26,6 +26,8 @@ use super::feasible::{
     self, Caches, Compiled, DISTINCT_PROPERTY, MISSING_DRIVERS, Target, distinct_hosts_enabled,
 };
 use super::nodes::{Feasibility, NodeSet};
+use super::ports::{self, PortAsk};
+use crate::state::Snapshot;
 use crate::structs::{AllocMetric, Allocation, Comparable, Job, Node, NodeScoreMeta, TaskGroup};
 
 /// Upstream's `skipScoreThreshold` and `maxSkip`.
@@ -109,6 +111,8 @@ pub(super) struct GroupStack<'a> {
     spreads: Vec<SpreadTerm>,
     spread_weight_sum: f64,
     limit_override: Option<usize>,
+    /// The group's network ask (`None`: no network, no port checks).
+    pub(super) ports: Option<PortAsk>,
 }
 
 /// A property set (upstream's `propertySet`): allocations of the job (or of one group) per
@@ -194,12 +198,15 @@ impl<'a> PropertySet<'a> {
 }
 
 /// What the plan changes on the candidate nodes (by position): the resource delta
-/// (placements minus stops) and the job's non-terminal allocations, in total and per group
-/// (for `distinct_hosts` and job anti-affinity).
+/// (placements minus stops), the job's non-terminal allocations, in total and per group
+/// (for `distinct_hosts` and job anti-affinity), and the ports: allocations it stops there
+/// (their ports are free again) and ports its placements take.
 #[derive(Debug, Default)]
 pub(super) struct Proposed {
     usage: HashMap<usize, Comparable>,
     job: HashMap<usize, (i64, Vec<(String, i64)>)>,
+    stopped: HashMap<usize, Vec<String>>,
+    placed_ports: HashMap<usize, Vec<i64>>,
 }
 
 impl Proposed {
@@ -265,6 +272,8 @@ struct Ranked {
 /// The stack of one run.
 #[derive(Debug)]
 pub(super) struct Stack<'a> {
+    /// The run's snapshot (the allocations holding ports on a node).
+    snapshot: &'a Snapshot,
     pub(super) nodes: NodeSet,
     pub(super) groups: Vec<GroupStack<'a>>,
     pub(super) sets: Vec<PropertySet<'a>>,
@@ -370,6 +379,7 @@ fn even_spread_boost(set: &PropertySet<'_>, node: &Node) -> f64 {
 
 impl<'a> Stack<'a> {
     pub(super) fn new(
+        snapshot: &'a Snapshot,
         nodes: NodeSet,
         batch: bool,
         system: bool,
@@ -384,6 +394,7 @@ impl<'a> Stack<'a> {
             (log as usize).max(2)
         };
         Stack {
+            snapshot,
             nodes,
             groups: Vec::new(),
             sets: Vec::new(),
@@ -534,6 +545,7 @@ impl<'a> Stack<'a> {
             spreads,
             spread_weight_sum,
             limit_override,
+            ports: PortAsk::of(tg),
         });
         self.groups.len() - 1
     }
@@ -616,6 +628,12 @@ impl<'a> Stack<'a> {
             self.proposed
                 .add_usage(position, &alloc.allocated_resources.comparable(), add);
             self.proposed.count(position, &alloc.task_group, add);
+            let stopped = self.proposed.stopped.entry(position).or_default();
+            if add {
+                stopped.retain(|id| *id != alloc.id);
+            } else {
+                stopped.push(alloc.id.clone());
+            }
         }
         if let Some(node) = node {
             for set in &mut self.sets {
@@ -645,6 +663,20 @@ impl<'a> Stack<'a> {
                 set.record(node, name, true);
             }
         }
+    }
+
+    /// Records the ports an allocation placed by the plan takes on the node at `position`.
+    pub(super) fn place_ports(&mut self, position: usize, held: &[i64]) {
+        self.proposed
+            .placed_ports
+            .entry(position)
+            .or_default()
+            .extend_from_slice(held);
+    }
+
+    /// The ports taken on the node at `position` once the plan is applied.
+    pub(super) fn used_ports(&self, position: usize) -> BTreeSet<i64> {
+        used_ports(self.snapshot, &self.nodes, &self.proposed, position)
     }
 
     /// Static feasibility of `node` for group `g` outside the ready set (in-place updates):
@@ -892,6 +924,13 @@ impl<'a> Stack<'a> {
             exhaust_node(metric, node, dimension);
             return None;
         }
+        if let Some(ask) = &group.ports {
+            let used = used_ports(self.snapshot, &self.nodes, &self.proposed, position);
+            if let Err(reason) = ports::check(ask, node, &used) {
+                exhaust_node(metric, node, &format!("network: {reason}"));
+                return None;
+            }
+        }
         let mut scores = Scores {
             binpack: score_fit_bin_pack(&capacity, &util) / BIN_PACKING_MAX_FIT_SCORE,
             ..Scores::default()
@@ -991,6 +1030,31 @@ impl<'a> Stack<'a> {
         scores.norm = sum / appended;
         Some(Ranked { position, scores })
     }
+}
+
+/// The ports the non-terminal allocations on the node at `position` hold, minus those of
+/// allocations the plan stops, plus those its placements take.
+fn used_ports(
+    snapshot: &Snapshot,
+    nodes: &NodeSet,
+    proposed: &Proposed,
+    position: usize,
+) -> BTreeSet<i64> {
+    let mut used = BTreeSet::new();
+    let Some(node) = nodes.node(position) else {
+        return used;
+    };
+    let stopped = proposed.stopped.get(&position);
+    for alloc in snapshot.allocs_on_node(&node.id) {
+        if alloc.terminal() || stopped.is_some_and(|ids| ids.contains(&alloc.id)) {
+            continue;
+        }
+        used.extend(ports::held(alloc));
+    }
+    if let Some(placed) = proposed.placed_ports.get(&position) {
+        used.extend(placed.iter().copied());
+    }
+    used
 }
 
 /// Where one selection is in its source.

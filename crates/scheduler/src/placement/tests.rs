@@ -1426,3 +1426,135 @@ fn system_job_update_replaces_allocations_on_their_nodes() {
         == "alloc is being updated due to job update"
         && stop.next_allocation.is_some()));
 }
+
+/// A service job whose group asks for a dynamic port `http` and, optionally, a static one.
+fn with_ports(id: &str, count: i64, static_port: Option<i64>) -> Job {
+    let mut job = job(id, JOB_TYPE_SERVICE, count);
+    job.task_groups[0].networks = vec![crate::structs::NetworkResource {
+        dynamic_ports: vec![crate::structs::Port {
+            label: "http".to_owned(),
+            to: -1,
+            ..Default::default()
+        }],
+        reserved_ports: static_port
+            .map(|value| crate::structs::Port {
+                label: "admin".to_owned(),
+                value,
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    }];
+    job
+}
+
+fn alloc_ports(alloc: &Allocation) -> Vec<i64> {
+    ports::held(alloc)
+}
+
+#[test]
+fn allocations_on_one_node_never_share_a_port() {
+    let mut world = World::new();
+    let mut n1 = node("n1");
+    n1.attributes.insert(
+        "unique.network.ip-address".to_owned(),
+        "10.0.0.9".to_owned(),
+    );
+    world.add_node(n1);
+    let first = with_ports("first", 8, None);
+    world.add_job(first.clone());
+    let plan = world.run(&first);
+    let placed_first: Vec<Allocation> = placed(&world, &plan).into_iter().cloned().collect();
+    assert_eq!(placed_first.len(), 8);
+    let mut seen = std::collections::BTreeSet::new();
+    for alloc in &placed_first {
+        let network = &alloc.allocated_resources.shared.networks[0];
+        assert_eq!(network.ip, "10.0.0.9");
+        let port = network.dynamic_ports[0].value;
+        assert!((ports::MIN_DYNAMIC_PORT..=ports::MAX_DYNAMIC_PORT).contains(&port));
+        assert_eq!(
+            network.dynamic_ports[0].to, port,
+            "to = -1 maps to the port"
+        );
+        assert_eq!(
+            alloc.allocated_resources.shared.ports[0]["Value"].as_i64(),
+            Some(port)
+        );
+        assert_eq!(
+            alloc.allocated_resources.shared.ports[0]["HostIP"],
+            "10.0.0.9"
+        );
+        assert!(seen.insert(port), "port {port} given twice");
+    }
+    // Another job planned once those run: none of its ports is taken.
+    for alloc in placed_first {
+        world.add_alloc(alloc);
+    }
+    let second = with_ports("second", 8, None);
+    world.add_job(second.clone());
+    let plan = world.run_seed(&second, 99);
+    for alloc in placed(&world, &plan) {
+        for port in alloc_ports(alloc) {
+            assert!(seen.insert(port), "port {port} given twice");
+        }
+    }
+    assert_eq!(seen.len(), 16);
+}
+
+#[test]
+fn a_static_port_collision_makes_the_node_infeasible() {
+    let mut world = World::new();
+    world.add_node(node("n1"));
+    world.add_node(node("n2"));
+    let holder = with_ports("holder", 1, Some(8080));
+    world.add_job(holder.clone());
+    let mut existing = alloc(&holder, 0, "n1");
+    existing.allocated_resources.shared.ports =
+        vec![serde_json::json!({"Label": "admin", "Value": 8080, "To": 0, "HostIP": "127.0.0.1"})];
+    world.add_alloc(existing);
+
+    // One more allocation with the static port: only n2 can take it.
+    let job = with_ports("other", 1, Some(8080));
+    world.add_job(job.clone());
+    let plan = world.run(&job);
+    let allocs = placed(&world, &plan);
+    assert_eq!(allocs.len(), 1);
+    assert_eq!(allocs[0].node_id, "n2");
+
+    // Two of them: the second finds no node, as upstream reports it.
+    let two = with_ports("two", 2, Some(8080));
+    world.add_job(two.clone());
+    let plan = world.run(&two);
+    assert_eq!(placed(&world, &plan).len(), 1);
+    let failed = &plan.eval.failed_tg_allocs["web"];
+    assert_eq!(
+        failed
+            .dimension_exhausted
+            .get("network: reserved port collision admin=8080"),
+        Some(&2)
+    );
+}
+
+#[test]
+fn a_destructive_update_may_reuse_the_ports_of_the_allocation_it_replaces() {
+    let mut world = World::new();
+    world.add_node(node("n1"));
+    let job_v0 = with_ports("web", 1, Some(9090));
+    world.add_job(job_v0.clone());
+    let mut existing = alloc(&job_v0, 0, "n1");
+    existing.allocated_resources.shared.ports =
+        vec![serde_json::json!({"Label": "admin", "Value": 9090, "To": 0, "HostIP": "127.0.0.1"})];
+    world.add_alloc(existing);
+    let mut job_v1 = job_v0.clone();
+    job_v1.version = 1;
+    job_v1.task_groups[0].tasks[0]
+        .env
+        .insert("V".to_owned(), "1".to_owned());
+    world.add_job(job_v1.clone());
+    let plan = world.run(&job_v1);
+    let allocs = placed(&world, &plan);
+    assert_eq!(allocs.len(), 1);
+    assert_eq!(alloc_ports(allocs[0])[0], 9090);
+    assert_eq!(stops(&plan).len(), 1);
+}

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 
 use super::draft::Draft;
 use crate::Error;
+use crate::placement::ports;
 use crate::structs::*;
 
 /// A change to the scheduler's state.
@@ -608,7 +609,41 @@ fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
             usage.add(&alloc.allocated_resources.comparable());
         }
     }
-    usage.exceeded_dimension(&node.capacity()).is_none()
+    usage.exceeded_dimension(&node.capacity()).is_none() && ports_fit(draft, node_id, plan)
+}
+
+/// Whether the ports the plan's allocations on a node take are free there (no two live
+/// allocations of a node share a port, whichever workers planned them).
+fn ports_fit(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
+    let placing = plan.node_allocation.get(node_id).into_iter().flatten();
+    let asked: Vec<i64> = placing
+        .filter(|alloc| !alloc.terminal())
+        .flat_map(ports::held)
+        .collect();
+    if asked.is_empty() {
+        return true;
+    }
+    let leaving: BTreeSet<&str> = plan
+        .node_update
+        .get(node_id)
+        .into_iter()
+        .flatten()
+        .map(|stop| stop.alloc_id.as_str())
+        .chain(
+            plan.node_allocation
+                .get(node_id)
+                .into_iter()
+                .flatten()
+                .map(|a| a.id.as_str()),
+        )
+        .collect();
+    let mut used = BTreeSet::new();
+    for alloc in draft.snap.allocs_on_node(node_id) {
+        if !alloc.terminal() && !leaving.contains(alloc.id.as_str()) {
+            used.extend(ports::held(alloc));
+        }
+    }
+    asked.into_iter().all(|port| used.insert(port))
 }
 
 /// Cancels the job's blocked evaluations (Nomad does this when a complete evaluation with no

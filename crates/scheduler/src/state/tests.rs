@@ -287,6 +287,53 @@ async fn the_plan_applier_refuses_a_node_that_no_longer_fits() {
 }
 
 #[tokio::test]
+async fn the_plan_applier_refuses_a_port_another_plan_took_on_the_node() {
+    let h = harness().await;
+    h.store
+        .apply(Command::UpsertNode(Box::new(node("n1", 10_000))))
+        .await
+        .expect("node");
+    h.store.apply(register(job("web", 2))).await.expect("job");
+    let job = h
+        .store
+        .snapshot()
+        .job("default", "web")
+        .cloned()
+        .expect("job");
+    let with_port = |id: &str, port: i64| {
+        let mut alloc = alloc(id, "n1", &job, 100);
+        alloc.allocated_resources.shared.ports = vec![
+            serde_json::json!({"Label": "http", "Value": port, "To": 0, "HostIP": "127.0.0.1"}),
+        ];
+        alloc
+    };
+    let outcome = |applied: super::Applied| match applied.outcome {
+        Outcome::Plan(result) => result,
+        _ => panic!("not a plan result"),
+    };
+    let first = h
+        .store
+        .apply(plan_for(&job, "e1", vec![with_port("a1", 24_000)]))
+        .await
+        .expect("plan 1");
+    assert_eq!(outcome(first).committed_nodes, vec!["n1".to_owned()]);
+    // Planned from the same snapshot by another worker: the same port is refused.
+    let second = h
+        .store
+        .apply(plan_for(&job, "e2", vec![with_port("a2", 24_000)]))
+        .await
+        .expect("plan 2");
+    assert_eq!(outcome(second).refused_nodes, vec!["n1".to_owned()]);
+    let third = h
+        .store
+        .apply(plan_for(&job, "e3", vec![with_port("a3", 24_001)]))
+        .await
+        .expect("plan 3");
+    assert_eq!(outcome(third).committed_nodes, vec!["n1".to_owned()]);
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
 async fn a_terminal_allocation_frees_its_node_and_unblocks_blocked_evaluations() {
     let h = harness().await;
     h.store
