@@ -62,9 +62,69 @@ impl StoreConfig {
     }
 }
 
-/// Creates a fresh, empty store for one check. Implemented for every suitable closure.
+/// What a backend guarantees where the trait lets backends differ (see `storage`'s invariants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Semantics {
+    /// Revisions start at 0 for an empty store and grow by exactly one per writing
+    /// transaction. Without it (a store sharing a cluster-wide revision, as on etcd) the checks
+    /// ask only for strictly increasing revisions, and check "nothing was written" through
+    /// `range_revision` over the store's keys instead of the revision.
+    pub dense_revisions: bool,
+    /// A transaction that deletes a key and puts it again re-creates it (new `create_revision`,
+    /// version 1, a delete event then a put event). Without it (etcd: one change per key per
+    /// revision) only the final put is applied, continuing the key.
+    pub recreate_within_txn: bool,
+}
+
+impl Semantics {
+    /// The embedded backends (`MemStorage`, redb): everything exact.
+    pub const EXACT: Semantics = Semantics {
+        dense_revisions: true,
+        recreate_within_txn: true,
+    };
+    /// A store in a shared etcd cluster.
+    pub const ETCD: Semantics = Semantics {
+        dense_revisions: false,
+        recreate_within_txn: false,
+    };
+}
+
+/// Creates a fresh, empty store for one check. Implemented for every suitable closure (whose
+/// stores are [`Semantics::EXACT`]); [`with_semantics`] names other semantics.
 pub trait MakeStore: Send + Sync {
     fn make(&self, config: StoreConfig) -> BoxFuture<'static, Arc<dyn Storage>>;
+
+    /// What the stores made here guarantee.
+    fn semantics(&self) -> Semantics {
+        Semantics::EXACT
+    }
+}
+
+/// A [`MakeStore`] whose stores have the given [`Semantics`].
+#[derive(Debug)]
+pub struct WithSemantics<F> {
+    semantics: Semantics,
+    make: F,
+}
+
+/// Wraps `make` (a closure as for [`conformance_tests!`]) with the semantics of its stores.
+pub fn with_semantics<F>(semantics: Semantics, make: F) -> WithSemantics<F> {
+    WithSemantics { semantics, make }
+}
+
+impl<F, Fut> MakeStore for WithSemantics<F>
+where
+    F: Fn(StoreConfig) -> Fut + Send + Sync,
+    Fut: Future<Output = Arc<dyn Storage>> + Send + 'static,
+{
+    fn make(&self, config: StoreConfig) -> BoxFuture<'static, Arc<dyn Storage>> {
+        Box::pin((self.make)(config))
+    }
+
+    fn semantics(&self) -> Semantics {
+        self.semantics
+    }
 }
 
 impl<F, Fut> MakeStore for F

@@ -11,8 +11,8 @@ use std::time::Duration;
 use storage::{Error, EventKind, KeyRange, KeyValue, Snapshot, Txn};
 
 use crate::support::{
-    Model, all_kvs, assert_events, assert_kvs, contents, delete, events_until_key, put, revision,
-    watch,
+    Model, Revs, all_kvs, assert_events, assert_kvs, assert_unwritten_since, contents, delete,
+    events_until_key, put, revision, watch,
 };
 use crate::{MakeStore, StoreConfig};
 
@@ -64,9 +64,13 @@ pub async fn snapshot_is_consistent_while_writers_run(make: &dyn MakeStore) {
     let sentinel = put(&*store, "~sentinel", "").await;
     let mut stream = watch(&*store, KeyRange::all(), 0).await;
     let history = events_until_key(&mut stream, "full history", b"~sentinel").await;
-    assert_eq!(
-        history.last().map(|event| event.revision),
-        Some(sentinel - 1)
+    let revs = Revs(make.semantics());
+    let newest = history.last().map_or(0, |event| event.revision);
+    assert!(newest < sentinel, "the history ends before the sentinel");
+    revs.exact(
+        newest,
+        sentinel - 1,
+        "the history ends just before the sentinel",
     );
 
     for (index, snapshot) in snapshots.iter().enumerate() {
@@ -99,7 +103,11 @@ pub async fn snapshot_is_consistent_while_writers_run(make: &dyn MakeStore) {
         }
     }
     let last = snapshots.last().expect("at least one snapshot");
-    assert_eq!(last.revision, sentinel - 1);
+    assert!(
+        (newest..sentinel).contains(&last.revision),
+        "the final snapshot is at or after the last write"
+    );
+    revs.exact(last.revision, sentinel - 1, "the final snapshot's revision");
     assert_kvs(
         &last.entries,
         &all_kvs(&*store).await[..last.entries.len()],
@@ -111,12 +119,13 @@ pub async fn snapshot_is_consistent_while_writers_run(make: &dyn MakeStore) {
 /// change as put and delete events at that revision that turn the old contents into the new.
 pub async fn restore_makes_contents_equal_snapshot_as_one_new_revision(make: &dyn MakeStore) {
     let store = make.make(StoreConfig::default()).await;
+    let revs = Revs(make.semantics());
     put(&*store, "a", "1").await;
     put(&*store, "b", "2").await;
     put(&*store, "c", "3").await;
-    put(&*store, "b", "22").await;
+    let r4 = put(&*store, "b", "22").await;
     let snapshot = store.snapshot().await.expect("snapshot");
-    assert_eq!(snapshot.revision, 4);
+    revs.read(r4, snapshot.revision, "the snapshot's revision");
     assert_eq!(
         contents(&snapshot.entries),
         pairs(&[("a", "1"), ("b", "22"), ("c", "3")])
@@ -129,12 +138,16 @@ pub async fn restore_makes_contents_equal_snapshot_as_one_new_revision(make: &dy
     let mut stream = watch(&*store, KeyRange::all(), before_rev).await;
 
     let restored = store.restore(&snapshot).await.expect("restore");
-    assert_eq!(
+    revs.next(
+        before_rev,
         restored,
-        before_rev + 1,
-        "restore is one new revision, never an old one"
+        "restore is one new revision, never an old one",
     );
-    assert_eq!(revision(&*store).await, restored);
+    revs.read(
+        restored,
+        revision(&*store).await,
+        "revision after the restore",
+    );
     let after = all_kvs(&*store).await;
     assert_eq!(
         contents(&after),
@@ -160,7 +173,7 @@ pub async fn restore_makes_contents_equal_snapshot_as_one_new_revision(make: &dy
     }
 
     let sentinel = put(&*store, "~sentinel", "").await;
-    assert_eq!(sentinel, restored + 1);
+    revs.next(restored, sentinel, "the write after the restore");
     let events = events_until_key(&mut stream, "restore events", b"~sentinel").await;
     assert!(
         events.iter().all(|event| event.revision == restored),
@@ -207,18 +220,19 @@ fn pairs(entries: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// Restoring an empty snapshot deletes every key, as one revision of delete events.
 pub async fn restore_of_empty_snapshot_deletes_everything(make: &dyn MakeStore) {
     let store = make.make(StoreConfig::default()).await;
-    assert_eq!(
-        store
-            .restore(&Snapshot::default())
-            .await
-            .expect("restore onto empty"),
-        0,
-        "nothing to write"
-    );
+    let revs = Revs(make.semantics());
+    let start = revision(&*store).await;
+    let onto_empty = store
+        .restore(&Snapshot::default())
+        .await
+        .expect("restore onto empty");
+    revs.read(start, onto_empty, "nothing to write");
+    assert_unwritten_since(&*store, 0, "an empty restore onto an empty store").await;
+    let mut last = 0;
     for key in ["x", "y/1", "y/2"] {
-        put(&*store, key, "v").await;
+        last = put(&*store, key, "v").await;
     }
-    let mut stream = watch(&*store, KeyRange::all(), 3).await;
+    let mut stream = watch(&*store, KeyRange::all(), last).await;
     let restored = store
         .restore(&Snapshot {
             revision: 99,
@@ -226,16 +240,16 @@ pub async fn restore_of_empty_snapshot_deletes_everything(make: &dyn MakeStore) 
         })
         .await
         .expect("restore");
-    assert_eq!(restored, 4);
+    revs.next(last, restored, "the restore");
     assert!(all_kvs(&*store).await.is_empty());
     put(&*store, "~sentinel", "").await;
     let events = events_until_key(&mut stream, "restore events", b"~sentinel").await;
     assert_events(
         &events,
         &[
-            crate::support::delete_event("x", 4),
-            crate::support::delete_event("y/1", 4),
-            crate::support::delete_event("y/2", 4),
+            crate::support::delete_event("x", restored),
+            crate::support::delete_event("y/1", restored),
+            crate::support::delete_event("y/2", restored),
         ],
         "empty restore",
     );
@@ -244,14 +258,14 @@ pub async fn restore_of_empty_snapshot_deletes_everything(make: &dyn MakeStore) 
             .range_revision(KeyRange::prefix("y/"))
             .await
             .expect("range_revision"),
-        4
+        restored
     );
 }
 
 /// A snapshot whose entries are out of order or duplicated is rejected and changes nothing.
 pub async fn restore_rejects_unordered_snapshot(make: &dyn MakeStore) {
     let store = make.make(StoreConfig::default()).await;
-    put(&*store, "keep", "1").await;
+    let kept = put(&*store, "keep", "1").await;
     let kv = |key: &str| KeyValue {
         key: key.into(),
         value: b"v".to_vec(),
@@ -271,7 +285,8 @@ pub async fn restore_rejects_unordered_snapshot(make: &dyn MakeStore) {
             other => panic!("expected InvalidSnapshot, got {other:?}"),
         }
     }
-    assert_eq!(revision(&*store).await, 1);
+    Revs(make.semantics()).read(kept, revision(&*store).await, "nothing written");
+    assert_unwritten_since(&*store, kept, "a rejected restore").await;
     assert_eq!(contents(&all_kvs(&*store).await), pairs(&[("keep", "1")]));
 }
 
@@ -285,9 +300,10 @@ pub async fn snapshot_bytes_round_trip_into_a_fresh_store(make: &dyn MakeStore) 
     put(&*source, "big", vec![7u8; 100_000]).await;
     put(&*source, b"\xff\xfe", b"\x00\x01\x02").await;
     put(&*source, "empty", "now set").await;
-    delete(&*source, "gone").await;
+    let last = delete(&*source, "gone").await;
     let snapshot = source.snapshot().await.expect("snapshot");
-    assert_eq!(snapshot.revision, 7);
+    let revs = Revs(make.semantics());
+    revs.read(last, snapshot.revision, "the snapshot's revision");
     assert_eq!(snapshot.entries.len(), 4);
 
     let bytes = snapshot.to_bytes();
@@ -301,18 +317,18 @@ pub async fn snapshot_bytes_round_trip_into_a_fresh_store(make: &dyn MakeStore) 
     ));
 
     let target = make.make(StoreConfig::default()).await;
-    put(&*target, "stale", "x").await;
+    let stale = put(&*target, "stale", "x").await;
     let restored = target
         .restore(&decoded)
         .await
         .expect("restore into a fresh store");
-    assert_eq!(restored, 2);
+    revs.next(stale, restored, "the restore");
     assert_eq!(
         contents(&all_kvs(&*target).await),
         contents(&snapshot.entries)
     );
     let copy = target.snapshot().await.expect("snapshot of the copy");
-    assert_eq!(copy.revision, 2);
+    revs.read(restored, copy.revision, "the copy's snapshot");
     assert_eq!(contents(&copy.entries), contents(&snapshot.entries));
     assert_eq!(
         target.get(b"big").await.expect("get").expect("big").value,

@@ -12,6 +12,8 @@ use storage::{
 };
 use tokio::time::timeout;
 
+use crate::Semantics;
+
 /// The longest any check waits for one thing (an event, a stream end) before failing.
 pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
@@ -235,4 +237,57 @@ pub(crate) fn assert_kvs(actual: &[KeyValue], expected: &[KeyValue], what: &str)
         actual.get(first),
         expected.get(first),
     );
+}
+
+/// Revision assertions under a backend's [`Semantics`]: exact with dense revisions, ordering
+/// only without.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Revs(pub(crate) Semantics);
+
+impl Revs {
+    pub(crate) fn dense(&self) -> bool {
+        self.0.dense_revisions
+    }
+
+    /// `got` is the revision of a writing transaction that followed the one at `previous`.
+    #[track_caller]
+    pub(crate) fn next(&self, previous: Revision, got: Revision, what: &str) {
+        if self.dense() {
+            assert_eq!(got, previous + 1, "{what}: one more than {previous}");
+        } else {
+            assert!(got > previous, "{what}: {got} is not after {previous}");
+        }
+    }
+
+    /// `got` was reported by a read, or a transaction that wrote nothing, after the last write
+    /// at `last`.
+    #[track_caller]
+    pub(crate) fn read(&self, last: Revision, got: Revision, what: &str) {
+        if self.dense() {
+            assert_eq!(got, last, "{what}: the revision of the last write");
+        } else {
+            assert!(
+                got >= last,
+                "{what}: {got} is before the last write at {last}"
+            );
+        }
+    }
+
+    /// With dense revisions, `got` equals `expected`; without, nothing is asserted.
+    #[track_caller]
+    pub(crate) fn exact(&self, got: Revision, expected: Revision, what: &str) {
+        if self.dense() {
+            assert_eq!(got, expected, "{what}");
+        }
+    }
+}
+
+/// Asserts that nothing in the store changed after `last`: the newest change to any key (puts
+/// and deletes) is still `last`. Holds with either revision semantics.
+pub(crate) async fn assert_unwritten_since(store: &dyn Storage, last: Revision, what: &str) {
+    let newest = store
+        .range_revision(KeyRange::all())
+        .await
+        .expect("range_revision");
+    assert_eq!(newest, last, "{what}: something was written after {last}");
 }

@@ -9,8 +9,16 @@
 //! backends (`storage-redb`, and [`MemStorage`] here for tests and `cairn dev --in-memory`).
 //!
 //! Invariants (checked for every backend by the `storage-tests` conformance suite):
-//! - Revisions start at 0 for an empty store and grow by exactly one per successful transaction
-//!   that writes; a transaction whose compares fail, or that writes nothing, does not move it.
+//! - Every transaction that writes gets a revision greater than every earlier one; a
+//!   transaction whose compares fail, or that writes nothing, writes no revision and reports
+//!   the one it read at. The embedded backends are dense: revisions start at 0 for an empty
+//!   store and grow by exactly one per writing transaction. A backend sharing a cluster-wide
+//!   revision (etcd, where other prefixes and programs write too) is only strictly increasing,
+//!   and does not start at 0; services never assume revisions are dense (the suite's
+//!   `Semantics` says which a backend promises, docs/design.md argues why).
+//! - A transaction changes each key at most once in effect. The embedded backends apply its ops
+//!   in order (a key deleted then put again is re-created); etcd keeps one change per key per
+//!   revision, so there only the final state of each key is applied and a re-put key continues.
 //! - A successful transaction is atomic and, once `txn` returns, durable (for durable backends).
 //! - `watch(range, after)` yields every event in `range` with revision `> after`, in revision
 //!   order, each exactly once, or ends with [`Error::Compacted`] if that history is gone.
