@@ -6,7 +6,8 @@
 //! - [`TestServer`] serves a router on `127.0.0.1:0` through `http_kit::serve`, for tests that
 //!   need a real socket (long polls, upstream clients, HTTP checks).
 //! - [`RawConnection`] speaks raw HTTP/1.1 on one socket, for tests about the connection
-//!   itself (keep-alive, `Connection: close`).
+//!   itself (keep-alive, `Connection: close`); [`keep_alive`] is the keep-alive scenario for
+//!   rejected request bodies every service runs with its own requests.
 //! - [`mem_storage`] and [`TempStore`] (redb in a temporary directory, reopenable to test
 //!   restarts) are the stores services run over in tests.
 //! - [`ManualClock`] (from `stdx`) moves time without sleeping.
@@ -38,6 +39,7 @@ pub use http1::{READ_TIMEOUT, RawConnection, RawResponse};
 pub use stdx::clock::{Clock, ManualClock, SharedClock};
 
 mod http1;
+pub mod keep_alive;
 
 /// A collected response.
 #[derive(Debug, Clone)]
