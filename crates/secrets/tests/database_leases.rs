@@ -138,6 +138,55 @@ fn start(state: &State) -> cluster::Runner {
 }
 
 #[tokio::test]
+async fn an_expired_lease_drops_its_database_role() {
+    let (state, clock) = dev_on_clock(ROOT).await;
+    let app = secrets::router(state.clone());
+    let runner = start(&state);
+    database(
+        &app,
+        "db",
+        "short",
+        json!({"default_ttl": "1h", "max_ttl": "2h"}),
+    )
+    .await;
+    let (lease_id, ttl, user) = creds(&app, "db", "short", ROOT).await;
+    assert_eq!(ttl, 3600);
+    assert!(lease_id.starts_with("db/creds/short/"), "{lease_id}");
+
+    clock.advance(Duration::from_secs(1800));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(role_exists(&user), "not expired yet");
+
+    clock.advance(Duration::from_secs(1801));
+    assert!(dropped_soon(&user).await, "{user} dropped at expiry");
+    // The role is dropped first and the lease record deleted right after, by the same
+    // expiry: between the two a lookup still finds the lease with a TTL of 0.
+    let mut answer = (StatusCode::OK, Value::Null);
+    for _ in 0..50 {
+        answer = call(
+            &app,
+            "PUT",
+            "/v1/sys/leases/lookup",
+            Some(ROOT),
+            Some(json!({"lease_id": lease_id})),
+        )
+        .await;
+        if answer.0 != StatusCode::OK {
+            break;
+        }
+        assert_eq!(answer.1["data"]["ttl"], 0, "expired: {}", answer.1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answer.0,
+        StatusCode::BAD_REQUEST,
+        "the lease is gone: {}",
+        answer.1
+    );
+    runner.shutdown_and_wait().await;
+}
+
+#[tokio::test]
 async fn revoking_the_token_drops_the_roles_it_read_and_only_those() {
     let app = support::dev(ROOT).await;
     database(&app, "db", "app", json!({"default_ttl": "1h"})).await;
