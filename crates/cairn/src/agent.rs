@@ -23,6 +23,12 @@ pub(crate) async fn run(args: AgentArgs) -> Result<(), Error> {
     config.datacenter = args.datacenter;
     config.node_pool = args.node_pool;
     config.token = args.token;
+    config.consul = args
+        .consul_addr
+        .map(|address| scheduler_agent::ConsulSettings {
+            address,
+            token: args.consul_token,
+        });
     let agent = scheduler_agent::Agent::new(config).map_err(|err| Error::Agent(err.to_string()))?;
     let signals = Signals::install()?;
     crate::println_stdout(&format!(

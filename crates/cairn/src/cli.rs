@@ -139,6 +139,13 @@ pub(crate) struct AgentArgs {
     /// An ACL token for the node's registration.
     #[arg(long, env = "CAIRN_TOKEN", value_name = "TOKEN")]
     pub(crate) token: Option<String>,
+    /// A Consul-compatible registry (HOST:PORT or URL) where services with provider `consul`
+    /// are registered (Nomad's client `consul { address }`); none by default.
+    #[arg(long, env = "CAIRN_CONSUL_ADDR", value_name = "ADDR")]
+    pub(crate) consul_addr: Option<String>,
+    /// The ACL token sent to that registry.
+    #[arg(long, env = "CAIRN_CONSUL_TOKEN", value_name = "TOKEN")]
+    pub(crate) consul_token: Option<String>,
     #[command(flatten)]
     pub(crate) log: LogArgs,
 }

@@ -231,6 +231,14 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) ->
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
     let mut urls = Vec::new();
+    // The in-process scheduler client registers provider-`consul` services in this listener.
+    let registry_url = bound
+        .iter()
+        .find(|(service, ..)| service.kind == ServiceKind::Registry)
+        .map(|(_, _, local, tls)| {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{}", advertise(*local))
+        });
     for (service, listener, local, tls) in bound {
         let kind = service.kind;
         let built = build_service(
@@ -241,6 +249,7 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) ->
             storage.clone(),
             metrics,
             &runner,
+            registry_url.as_deref(),
         )
         .await;
         let router = match built {
@@ -337,6 +346,10 @@ fn flatten(joined: Result<Result<(), Error>, tokio::task::JoinError>) -> Result<
 
 /// Builds a service's state over the store, registers its background loops with `runner`, and
 /// returns its router.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site, each argument a distinct piece of the plan"
+)]
 async fn build_service(
     kind: ServiceKind,
     listen: &Listen,
@@ -345,6 +358,7 @@ async fn build_service(
     storage: Arc<dyn Storage>,
     metrics: &Metrics,
     runner: &cluster::Runner,
+    registry_url: Option<&str>,
 ) -> Result<axum::Router, Error> {
     let dev_root_token = plan.dev_root_token.clone();
     let failed = |message: String| Error::Service {
@@ -422,6 +436,11 @@ async fn build_service(
                     client_dir.clone(),
                 );
                 agent_config.http_addr = advertised.to_string();
+                // Provider-`consul` services go to this process's session registry.
+                agent_config.consul = registry_url.map(|address| scheduler_agent::ConsulSettings {
+                    address: address.to_owned(),
+                    token: plan.dev_root_token.clone(),
+                });
                 let agent = scheduler_agent::Agent::new(agent_config)
                     .map_err(|err| failed(err.to_string()))?;
                 // A client runs on every server, leader or not.

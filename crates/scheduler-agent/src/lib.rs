@@ -36,6 +36,7 @@ mod alloc_watcher;
 mod backoff;
 mod calls;
 mod checks;
+mod consul;
 mod driver;
 mod env;
 mod events;
@@ -67,6 +68,7 @@ use scheduler_structs::{AllocClientUpdate, Node};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use consul::ConsulSettings;
 pub use handles::{
     AllocControls, ControlError, REASON_RESTART_ALL, REASON_RESTART_RUNNING, REASON_RESTART_TASK,
 };
@@ -106,6 +108,8 @@ pub struct AgentConfig {
     pub reattach_poll_interval: Duration,
     /// Task templates: the secrets store they read and how (`template/`).
     pub templates: TemplateSettings,
+    /// Where provider-`consul` services are registered (`None`: nowhere).
+    pub consul: Option<ConsulSettings>,
 }
 
 impl AgentConfig {
@@ -131,6 +135,7 @@ impl AgentConfig {
             alloc_query_wait: Duration::from_secs(30),
             reattach_poll_interval: Duration::from_millis(250),
             templates: TemplateSettings::default(),
+            consul: None,
         }
     }
 }
@@ -163,6 +168,8 @@ pub(crate) struct Shared {
     pub(crate) max_kill_timeout: Duration,
     pub(crate) poll_interval: Duration,
     pub(crate) templates: Arc<TemplateSettings>,
+    /// Provider-`consul` registrations.
+    pub(crate) consul: consul::Consul,
     pub(crate) shutdown: CancellationToken,
 }
 
@@ -234,6 +241,7 @@ impl Agent {
             max_kill_timeout: self.config.max_kill_timeout,
             poll_interval: self.config.reattach_poll_interval,
             templates: Arc::new(self.config.templates.clone()),
+            consul: consul::Consul::new(self.config.consul.as_ref(), &self.node.id),
             shutdown: shutdown.clone(),
         });
         tracing::info!(node_id = %self.node.id, name = %self.node.name, servers = ?self.config.servers, "client agent starting");
@@ -276,6 +284,7 @@ impl Agent {
                 &updater_stop
             ),
             watcher,
+            shared.consul.run(shutdown.clone()),
         );
         tracing::info!(node_id = %self.node.id, "client agent stopped; tasks left running");
         Ok(())

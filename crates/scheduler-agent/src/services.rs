@@ -8,7 +8,9 @@
 //! Lifecycle (upstream's group and task service hooks): group services are registered while
 //! the allocation runs and is not being stopped; a task's services while that task runs; a
 //! stop deregisters them before any kill or shutdown delay, so traffic drains first. Services
-//! of another provider (`consul`) are left to that provider and not registered here.
+//! of provider `consul` follow the same lifecycle but go to the Consul-compatible registry
+//! the agent is configured with (`consul.rs`, which also carries their HTTP and TCP checks);
+//! without one they are logged and ignored.
 //!
 //! Names, tags, port labels and the checks' paths, commands, arguments and headers are
 //! interpolated with the task's environment (the group's runtime variables for a group
@@ -36,8 +38,10 @@ use crate::checks::{self, CheckKind, CheckSpec, ScriptContext};
 use crate::env::{EnvInputs, TaskEnv};
 use crate::time::duration_of;
 
-/// The provider this client registers.
+/// The provider this client registers in the scheduler's own registry.
 const PROVIDER_NOMAD: &str = "nomad";
+/// The provider registered in a Consul-compatible registry (`consul.rs`).
+const PROVIDER_CONSUL: &str = "consul";
 
 /// Nomad's default check interval and timeout when a block leaves them out.
 const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(10);
@@ -86,7 +90,14 @@ pub(crate) struct ServiceSpec {
 }
 
 /// The provider-`nomad` services of `alloc`'s group and tasks.
+#[cfg(test)]
 pub(crate) fn specs(alloc: &Allocation, job: &Job, node: &Node) -> Vec<ServiceSpec> {
+    specs_of(alloc, job, node, PROVIDER_NOMAD)
+}
+
+/// The services of `alloc`'s group and tasks with `provider` (an empty block provider is
+/// `consul`, upstream's default).
+fn specs_of(alloc: &Allocation, job: &Job, node: &Node, provider: &str) -> Vec<ServiceSpec> {
     let Some(group) = job.task_group(&alloc.task_group) else {
         return Vec::new();
     };
@@ -98,7 +109,12 @@ pub(crate) fn specs(alloc: &Allocation, job: &Job, node: &Node) -> Vec<ServiceSp
             tracing::warn!(alloc_id = %alloc.id, "ignoring a malformed service block");
             return;
         };
-        if block.provider != PROVIDER_NOMAD {
+        let block_provider = if block.provider.is_empty() {
+            PROVIDER_CONSUL
+        } else {
+            block.provider.as_str()
+        };
+        if block_provider != provider {
             return;
         }
         let env = TaskEnv::build(&EnvInputs {
@@ -333,6 +349,10 @@ pub(crate) struct AllocServices {
     shared: Arc<Shared>,
     alloc_id: String,
     specs: Vec<ServiceSpec>,
+    /// The provider-`consul` services, and those registered now with their script checks'
+    /// loops (their HTTP and TCP checks run in the registry).
+    consul_specs: Vec<ServiceSpec>,
+    consul_active: BTreeMap<String, JoinSet<()>>,
     /// Task → where its script checks run.
     scripts: BTreeMap<String, ScriptContext>,
     /// Service ID → the check loops running for it.
@@ -341,9 +361,14 @@ pub(crate) struct AllocServices {
 
 impl AllocServices {
     pub(crate) fn new(shared: Arc<Shared>, alloc: &Allocation, job: &Job) -> AllocServices {
-        let specs = specs(alloc, job, &shared.node);
+        let specs = specs_of(alloc, job, &shared.node, PROVIDER_NOMAD);
+        let consul_specs = specs_of(alloc, job, &shared.node, PROVIDER_CONSUL);
+        if !consul_specs.is_empty() && !shared.consul.enabled() {
+            tracing::warn!(alloc_id = %alloc.id, "consul services are ignored: no consul address is configured");
+        }
         let scripts = specs
             .iter()
+            .chain(&consul_specs)
             .flat_map(|spec| &spec.checks)
             .filter(|check| matches!(check.kind, CheckKind::Script { .. }))
             .filter_map(|check| check.task.clone())
@@ -358,6 +383,8 @@ impl AllocServices {
             shared,
             alloc_id: alloc.id.clone(),
             specs,
+            consul_specs,
+            consul_active: BTreeMap::new(),
             scripts,
             active: BTreeMap::new(),
         }
@@ -367,18 +394,62 @@ impl AllocServices {
     /// is not dead and the allocation is not `stopping`, task services while their task runs.
     pub(crate) fn sync(&mut self, tasks: &BTreeMap<String, TaskState>, stopping: bool) {
         let alloc_live = tasks.values().any(|state| state.state != "dead");
+        let wants = |spec: &&ServiceSpec| {
+            !stopping
+                && match &spec.task {
+                    None => alloc_live,
+                    Some(task) => tasks
+                        .get(task)
+                        .is_some_and(|state| state.state == TASK_STATE_RUNNING),
+                }
+        };
+        let consul_wanted: BTreeSet<String> = self
+            .consul_specs
+            .iter()
+            .filter(wants)
+            .map(|spec| spec.registration.id.clone())
+            .collect();
+        for spec in &self.consul_specs {
+            let id = &spec.registration.id;
+            match (
+                consul_wanted.contains(id),
+                self.consul_active.contains_key(id),
+            ) {
+                (true, false) => {
+                    tracing::info!(alloc_id = %self.alloc_id, service = %spec.registration.service_name, id = %id, "registering consul service");
+                    self.shared.consul.register(spec);
+                    let mut loops = JoinSet::new();
+                    for check in &spec.checks {
+                        if !matches!(check.kind, CheckKind::Script { .. }) {
+                            continue;
+                        }
+                        let script = check
+                            .task
+                            .as_ref()
+                            .and_then(|task| self.scripts.get(task))
+                            .cloned();
+                        loops.spawn(consul_script_check(
+                            self.shared.clone(),
+                            id.clone(),
+                            check.clone(),
+                            script,
+                        ));
+                    }
+                    self.consul_active.insert(id.clone(), loops);
+                }
+                (false, true) => {
+                    if let Some(mut loops) = self.consul_active.remove(id) {
+                        loops.abort_all();
+                    }
+                    self.shared.consul.deregister(id);
+                }
+                _ => {}
+            }
+        }
         let wanted: BTreeSet<String> = self
             .specs
             .iter()
-            .filter(|spec| {
-                !stopping
-                    && match &spec.task {
-                        None => alloc_live,
-                        Some(task) => tasks
-                            .get(task)
-                            .is_some_and(|state| state.state == TASK_STATE_RUNNING),
-                    }
-            })
+            .filter(wants)
             .map(|spec| spec.registration.id.clone())
             .collect();
         let gone: Vec<String> = self
@@ -452,14 +523,42 @@ impl AllocServices {
         for id in ids {
             self.deregister(&id);
         }
+        for (id, mut loops) in std::mem::take(&mut self.consul_active) {
+            loops.abort_all();
+            self.shared.consul.deregister(&id);
+        }
     }
 }
 
 impl Drop for AllocServices {
     fn drop(&mut self) {
-        for loops in self.active.values_mut() {
+        for loops in self
+            .active
+            .values_mut()
+            .chain(self.consul_active.values_mut())
+        {
             loops.abort_all();
         }
+    }
+}
+
+/// Runs a consul service's script check at its interval, pushing each result to its TTL
+/// check in the registry (`consul.rs`).
+async fn consul_script_check(
+    shared: Arc<Shared>,
+    service_id: String,
+    check: CheckSpec,
+    script: Option<ScriptContext>,
+) {
+    loop {
+        let result = checks::execute(&check, script.as_ref()).await;
+        shared.consul.set_ttl(
+            &service_id,
+            &check.id,
+            result.status == "success",
+            &result.output,
+        );
+        tokio::time::sleep(check.interval).await;
     }
 }
 

@@ -304,18 +304,18 @@ fn disk_stats(path: &Path) -> Value {
     let Ok(stat) = nix::sys::statvfs::statvfs(path) else {
         return Value::Null;
     };
-    let fragment = u64::try_from(stat.fragment_size()).unwrap_or(0);
-    let size = u64::from(stat.blocks()).saturating_mul(fragment);
-    let available = u64::from(stat.blocks_available()).saturating_mul(fragment);
-    let free = u64::from(stat.blocks_free()).saturating_mul(fragment);
+    let fragment = stat.fragment_size();
+    let size = stat.blocks().saturating_mul(fragment);
+    let available = stat.blocks_available().saturating_mul(fragment);
+    let free = stat.blocks_free().saturating_mul(fragment);
     let used = size.saturating_sub(free);
     let used_percent = if size == 0 {
         0.0
     } else {
         used as f64 / size as f64 * 100.0
     };
-    let inodes = u64::from(stat.files());
-    let inodes_free = u64::from(stat.files_free());
+    let inodes = stat.files();
+    let inodes_free = stat.files_free();
     let inodes_percent = if inodes == 0 {
         0.0
     } else {

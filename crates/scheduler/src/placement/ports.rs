@@ -185,7 +185,7 @@ pub(super) fn check(ask: &PortAsk, node: &Node, used: &BTreeSet<i64>) -> Result<
         }
     }
     let (min, max) = dynamic_range(node);
-    let in_range = usize::try_from(taken.range(min..=max).count()).unwrap_or(usize::MAX);
+    let in_range = taken.range(min..=max).count();
     let size = usize::try_from(max - min + 1).unwrap_or(0);
     if size.saturating_sub(in_range) < dynamic {
         return Err("dynamic port selection failed".to_owned());
