@@ -110,6 +110,10 @@ pub(crate) struct Plan {
     pub(crate) dev_env_files: Vec<PathBuf>,
     /// The platform's API rate limiting (TFE's `api-rate-limiting-enabled`; on by default).
     pub(crate) platform_rate_limiting: bool,
+    /// The upstream of the platform's public registry proxy.
+    pub(crate) platform_public_registry: String,
+    /// Where the platform's encryption password comes from.
+    pub(crate) platform_encryption: PlatformEncryption,
     /// Whether a scheduler client (the job-running agent) runs in this process (`cairn dev`).
     pub(crate) scheduler_client: bool,
 }
@@ -158,6 +162,50 @@ pub(crate) enum Error {
     Signals(std::io::Error),
     #[error("closing the store: {0}")]
     CloseStore(storage::Error),
+}
+
+/// Where the platform's encryption password (`platform::Config::encryption_password`) comes
+/// from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PlatformEncryption {
+    /// Given (the server configuration, its environment variable, or a `cairn dev` flag).
+    Password(String),
+    /// `cairn dev --data-dir` without one: a random password kept in the data dir's
+    /// [`DEV_PLATFORM_PASSWORD_FILE`] (mode 0600), so the dev store opens again on restart.
+    DevFile,
+    /// `cairn dev` on a temporary store: a random key for this run only.
+    RandomPerRun,
+}
+
+/// `cairn dev --data-dir` keeps its platform encryption password here (development only, as
+/// the dev unseal key; `cairn server` never writes it).
+const DEV_PLATFORM_PASSWORD_FILE: &str = "dev-platform-encryption-password";
+
+/// The password in `path`, created there (32 random bytes, hex, mode 0600) when missing.
+fn dev_platform_password(path: &Path) -> Result<String, String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
+        Ok(_) => return Err(format!("{} is empty", path.display())),
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("cannot read {}: {err}", path.display()));
+        }
+        Err(_) => {}
+    }
+    let mut bytes = [0u8; 32];
+    rand::Rng::fill(&mut rand::rng(), &mut bytes);
+    let password: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|err| format!("cannot create {}: {err}", path.display()))?;
+    file.write_all(password.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(password)
 }
 
 /// `cairn dev` keeps its single unseal key here, so a dev store with `--data-dir` unseals
@@ -231,6 +279,14 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) ->
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
     let mut urls = Vec::new();
+    // The in-process scheduler client reads task templates' secrets from this listener.
+    let secrets_url = bound
+        .iter()
+        .find(|(service, ..)| service.kind == ServiceKind::Secrets)
+        .map(|(_, _, local, tls)| {
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            format!("{scheme}://{}", advertise(*local))
+        });
     // The in-process scheduler client registers provider-`consul` services in this listener.
     let registry_url = bound
         .iter()
@@ -249,6 +305,7 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) ->
             storage.clone(),
             metrics,
             &runner,
+            secrets_url.as_deref(),
             registry_url.as_deref(),
         )
         .await;
@@ -337,6 +394,19 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) ->
     }
 }
 
+/// `CAIRN_TEMPLATE_REFRESH` (a Go duration): how often the in-process client re-reads template
+/// secrets that have no lease (default 5m, as consul-template).
+fn template_refresh_from_env(
+    templates: &mut scheduler_agent::TemplateSettings,
+) -> Result<(), Error> {
+    match std::env::var("CAIRN_TEMPLATE_REFRESH") {
+        Ok(text) if !text.trim().is_empty() => templates
+            .set_refresh_interval(&text)
+            .map_err(|err| Error::Config(format!("CAIRN_TEMPLATE_REFRESH: {err}"))),
+        _ => Ok(()),
+    }
+}
+
 fn flatten(joined: Result<Result<(), Error>, tokio::task::JoinError>) -> Result<(), Error> {
     joined.map_err(|err| Error::Service {
         service: "task",
@@ -358,6 +428,7 @@ async fn build_service(
     storage: Arc<dyn Storage>,
     metrics: &Metrics,
     runner: &cluster::Runner,
+    secrets_url: Option<&str>,
     registry_url: Option<&str>,
 ) -> Result<axum::Router, Error> {
     let dev_root_token = plan.dev_root_token.clone();
@@ -436,6 +507,12 @@ async fn build_service(
                     client_dir.clone(),
                 );
                 agent_config.http_addr = advertised.to_string();
+                // Templates read this process's secrets store; tokens for tasks with a `vault`
+                // block derive from the dev root token when the job carries none (the role of
+                // a Nomad server's own Vault token).
+                agent_config.templates.secrets_url = secrets_url.map(str::to_owned);
+                agent_config.templates.secrets_token = plan.dev_root_token.clone();
+                template_refresh_from_env(&mut agent_config.templates)?;
                 // Provider-`consul` services go to this process's session registry.
                 agent_config.consul = registry_url.map(|address| scheduler_agent::ConsulSettings {
                     address: address.to_owned(),
@@ -458,11 +535,21 @@ async fn build_service(
             scheduler::router(state)
         }
         ServiceKind::Platform => {
+            let encryption_password = match &plan.platform_encryption {
+                PlatformEncryption::Password(password) => Some(password.clone()),
+                PlatformEncryption::DevFile => Some(
+                    dev_platform_password(&plan.data_dir.path().join(DEV_PLATFORM_PASSWORD_FILE))
+                        .map_err(failed)?,
+                ),
+                PlatformEncryption::RandomPerRun => None,
+            };
             let config = platform::Config {
                 dev_root_token,
                 blob_dir: plan.data_dir.path().join("blobs"),
                 api_rate_limiting_enabled: plan.platform_rate_limiting,
                 metrics: metrics.clone(),
+                public_registry_url: plan.platform_public_registry.clone(),
+                encryption_password,
                 ..platform::Config::default()
             };
             let opened = platform::State::open(storage, config)

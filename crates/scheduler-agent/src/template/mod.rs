@@ -58,6 +58,15 @@ impl Default for TemplateSettings {
     }
 }
 
+impl TemplateSettings {
+    /// Sets `refresh_interval` from a Go duration (at least 100 ms).
+    pub fn set_refresh_interval(&mut self, text: &str) -> Result<(), String> {
+        let interval = stdx::duration::parse_go(text.trim()).map_err(|err| err.go_message())?;
+        self.refresh_interval = interval.max(Duration::from_millis(100));
+        Ok(())
+    }
+}
+
 /// What a template does when its content changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ChangeMode {
