@@ -126,6 +126,18 @@ impl PrivateEtcd {
     }
 }
 
+impl PrivateEtcd {
+    /// Freezes (`SIGSTOP`) or thaws (`SIGCONT`) the process: a member that stops answering
+    /// without closing its connections, as behind a network partition.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
+}
+
 impl Drop for PrivateEtcd {
     fn drop(&mut self) {
         let _ = self.child.kill();

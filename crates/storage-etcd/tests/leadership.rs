@@ -1,0 +1,190 @@
+//! Leadership through etcd against real etcd processes: of two servers exactly one leads and
+//! runs the leader loops; a leader that dies (its handle dropped, so its lease is no longer
+//! kept alive) hands over within 5 s; a resigning one at once; a leader cut off from etcd stops
+//! leading within the lease's lifetime, whether its connection breaks or etcd stops answering.
+//!
+//! Invariant: every wait polls with a deadline; each test campaigns on a fresh prefix of the
+//! shared etcd, or on a private etcd it may kill.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cluster::{Leadership, Runner};
+use etcd_client::Client;
+use storage_etcd::{EtcdLeadership, LeadershipOptions};
+use tokio_util::sync::CancellationToken;
+
+use support::{PrivateEtcd, shared_endpoints, unique_prefix};
+
+async fn shared_client() -> Client {
+    Client::connect(shared_endpoints(), None)
+        .await
+        .expect("connect to the shared etcd")
+}
+
+fn options(prefix: &str, id: &str) -> LeadershipOptions {
+    LeadershipOptions::new(format!("{prefix}meta/leader").into_bytes(), id)
+}
+
+/// Polls `condition` every 20 ms until it holds; fails after `limit`. Returns the time taken.
+async fn within(limit: Duration, what: &str, condition: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+fn leaders(servers: &[&EtcdLeadership]) -> usize {
+    servers.iter().filter(|server| server.is_leader()).count()
+}
+
+/// A leader loop on `runner` that counts how many instances run at once, cluster-wide.
+fn count_running(runner: &Runner, running: Arc<AtomicUsize>, most: Arc<AtomicUsize>) {
+    runner.leader_loop("count", move |token| {
+        let running = running.clone();
+        let most = most.clone();
+        async move {
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            token.cancelled().await;
+            running.fetch_sub(1, Ordering::SeqCst);
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_of_two_servers_leads_and_a_dead_leader_hands_over_within_5s() {
+    let prefix = unique_prefix();
+    let client = shared_client().await;
+    let a = Arc::new(EtcdLeadership::start(client.clone(), options(&prefix, "a")));
+    let b = Arc::new(EtcdLeadership::start(client.clone(), options(&prefix, "b")));
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let shutdown_a = CancellationToken::new();
+    let runner_a = Runner::new(a.clone(), shutdown_a.clone());
+    let runner_b = Runner::new(b.clone(), CancellationToken::new());
+    count_running(&runner_a, running.clone(), most.clone());
+    count_running(&runner_b, running.clone(), most.clone());
+
+    within(Duration::from_secs(15), "a leader", || {
+        leaders(&[&a, &b]) == 1
+    })
+    .await;
+    // It stays exactly one for a while (several keep-alive rounds).
+    for _ in 0..50 {
+        assert_eq!(leaders(&[&a, &b]), 1, "exactly one leads");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    within(Duration::from_secs(5), "the leader loop runs", || {
+        running.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let key = format!("{prefix}meta/leader").into_bytes();
+    let (leader, follower, leader_runner, follower_runner, leader_name) = if a.is_leader() {
+        (a, b, runner_a, runner_b, "a")
+    } else {
+        (b, a, runner_b, runner_a, "b")
+    };
+    assert_eq!(
+        EtcdLeadership::leader(&client, &key).await.expect("leader"),
+        Some(leader_name.to_owned())
+    );
+
+    // The leader dies: its runner stops and its handle goes without revoking the lease.
+    leader_runner.shutdown_and_wait().await;
+    drop(leader_runner);
+    drop(leader);
+    let took = within(Duration::from_secs(5), "the follower takes over", || {
+        follower.is_leader()
+    })
+    .await;
+    eprintln!("handover after the leader's death took {took:?}");
+    within(Duration::from_secs(5), "the leader loop runs again", || {
+        running.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert_eq!(most.load(Ordering::SeqCst), 1, "never two loops at once");
+    follower_runner.shutdown_and_wait().await;
+    follower.resign().await;
+    shutdown_a.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resigning_leader_hands_over_at_once() {
+    let prefix = unique_prefix();
+    let client = shared_client().await;
+    let first = EtcdLeadership::start(client.clone(), options(&prefix, "first"));
+    within(Duration::from_secs(15), "the first leads", || {
+        first.is_leader()
+    })
+    .await;
+    let second = EtcdLeadership::start(client.clone(), options(&prefix, "second"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!second.is_leader(), "the key is taken");
+
+    first.resign().await;
+    assert!(!first.is_leader(), "not leading once resigned");
+    let took = within(Duration::from_secs(5), "the second takes over", || {
+        second.is_leader()
+    })
+    .await;
+    assert!(
+        took < Duration::from_secs(2),
+        "a revoked lease hands over without waiting for its TTL (took {took:?})"
+    );
+    second.resign().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_etcd_stops_leading_within_the_lease() {
+    let etcd = PrivateEtcd::start().await;
+    let client = Client::connect([&etcd.endpoint], None)
+        .await
+        .expect("connect to the private etcd");
+    let leadership = EtcdLeadership::start(client, options("cairn/", "alone"));
+    let mut changes = leadership.watch();
+    within(Duration::from_secs(15), "leading", || {
+        leadership.is_leader()
+    })
+    .await;
+    let _ = changes.borrow_and_update();
+
+    drop(etcd); // kills the process: no keep-alive is acknowledged any more
+    let took = within(Duration::from_secs(5), "not leading", || {
+        !leadership.is_leader()
+    })
+    .await;
+    eprintln!("stopped leading {took:?} after etcd went away");
+    assert!(
+        changes.has_changed().unwrap_or(true),
+        "the watch saw the change"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_etcd_stops_answering_stops_leading_before_its_lease_can_expire() {
+    let etcd = PrivateEtcd::start().await;
+    let client = Client::connect([&etcd.endpoint], None)
+        .await
+        .expect("connect to the private etcd");
+    let options = options("cairn/", "frozen");
+    let ttl = options.ttl;
+    let leadership = EtcdLeadership::start(client, options);
+    within(Duration::from_secs(15), "leading", || {
+        leadership.is_leader()
+    })
+    .await;
+
+    etcd.signal("-STOP"); // no answer, no reset: only the keep-alive deadline can tell
+    let took = within(ttl, "not leading before the TTL", || {
+        !leadership.is_leader()
+    })
+    .await;
+    eprintln!("stopped leading {took:?} after etcd froze (TTL {ttl:?})");
+    etcd.signal("-CONT");
+}
