@@ -29,6 +29,7 @@ use crate::mount::Mount;
 use crate::names;
 use crate::render::{self, Format};
 use crate::roles::{self, Role};
+use crate::sans;
 use crate::signing::SigningIssuer;
 use crate::template::{self, Signer, Subject, SubjectKey, Template};
 use crate::validity::{self, ValidityInput};
@@ -140,7 +141,7 @@ pub(crate) fn names(
     }
     let mut others: BTreeMap<String, Vec<String>> = BTreeMap::new();
     if !other_input.is_empty() {
-        others = names::parse_other_sans(&other_input)
+        others = sans::parse_other_sans(&other_input)
             .map_err(|err| bad(format!("could not parse requested other SAN: {err}")))?;
         names::check_other_sans(role, &others).map_err(bad)?;
     }
@@ -165,10 +166,10 @@ pub(crate) fn names(
                 "IP Subject Alternative Names are not allowed in this role, but was provided via {ip_source}"
             )));
         }
-        let cidrs: Vec<names::Cidr> = role
+        let cidrs: Vec<sans::Cidr> = role
             .allowed_ip_sans_cidr
             .iter()
-            .filter_map(|c| names::parse_cidr(c))
+            .filter_map(|c| sans::parse_cidr(c))
             .collect();
         if !cidrs.is_empty() {
             for ip in &ips {

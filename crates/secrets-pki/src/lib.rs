@@ -8,7 +8,7 @@
 //! handlers: `store.rs` (keys and records), `ca.rs` (issuers, keys, chains, serials),
 //! `signing.rs` (issuers parsed once and cached per mount), `template.rs` (building
 //! certificates, CSRs and CRLs), `cert.rs` (reading them), `keys.rs`,
-//! `names.rs` (role name policy), `validity.rs`, `render.rs`; the handlers are one file per
+//! `names.rs` (role name policy), `sans.rs` (SAN syntax), `validity.rs`, `render.rs`; the handlers are one file per
 //! path family (`roles.rs`, `root.rs`, `intermediate.rs`, `issuers.rs`, `issue.rs`,
 //! `fetch.rs`, `revoke.rs`, `crl.rs`, `tidy.rs`), importing the model and never each other
 //! except for shared issuance steps (`root.rs` uses `issue.rs`'s).
@@ -41,10 +41,12 @@ mod render;
 mod revoke;
 mod roles;
 mod root;
+mod sans;
 mod signing;
 mod store;
 mod template;
 mod tidy;
+mod tidy_status;
 mod validity;
 
 pub use engine::PkiEngine;

@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use crate::signing::SignerCache;
 use crate::store::Store;
-use crate::tidy::TidyStatus;
+use crate::tidy_status::TidyStatus;
 
 /// What the handlers of one mount share.
 #[derive(Debug)]

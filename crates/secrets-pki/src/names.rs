@@ -13,9 +13,9 @@
 //! never partially accept a request; the caller denies the whole request.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 use crate::roles::Role;
+use crate::sans::parse_other_sans;
 
 fn is_label(label: &str) -> bool {
     let bytes = label.as_bytes();
@@ -194,30 +194,6 @@ pub(crate) fn common_name_allowed(role: &Role, display_name: &str, cn: &str) -> 
     role.cn_validations.iter().any(|v| v == wanted)
 }
 
-/// Parses `<oid>;<type>:<value>` entries (type UTF8 or UTF-8, any case) into values per OID.
-pub(crate) fn parse_other_sans(
-    entries: &[String],
-) -> Result<BTreeMap<String, Vec<String>>, String> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for entry in entries {
-        let Some((oid, rest)) = entry.split_once(';') else {
-            return Err(format!("expected a semicolon in other SAN {entry:?}"));
-        };
-        let Some((kind, value)) = rest.split_once(':') else {
-            return Err(format!("expected a colon in other SAN {entry:?}"));
-        };
-        if !kind.eq_ignore_ascii_case("utf8") && !kind.eq_ignore_ascii_case("utf-8") {
-            return Err(format!(
-                "only utf8 other SANs are supported; found non-supported type in other SAN {entry:?}"
-            ));
-        }
-        out.entry(oid.to_owned())
-            .or_default()
-            .push(value.to_owned());
-    }
-    Ok(out)
-}
-
 /// Checks requested other SANs against the role: `Err` with Vault's message for the first
 /// OID or value it does not allow.
 pub(crate) fn check_other_sans(
@@ -258,54 +234,6 @@ pub(crate) fn serial_number_allowed(role: &Role, serial: &str) -> bool {
             && (allowed == serial
                 || (allowed.contains('*') && stdx::glob::matches(allowed, serial)))
     })
-}
-
-/// An IP network (`10.0.0.0/8`), stored masked as Go's `ParseCIDR` returns it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Cidr {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-impl Cidr {
-    pub(crate) fn contains(&self, ip: &IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                mask_v4(u32::from(*ip), self.prefix) == u32::from(net)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                mask_v6(u128::from(*ip), self.prefix) == u128::from(net)
-            }
-            _ => false,
-        }
-    }
-}
-
-fn mask_v4(value: u32, prefix: u8) -> u32 {
-    value & u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)
-}
-
-fn mask_v6(value: u128, prefix: u8) -> u128 {
-    value & u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0)
-}
-
-/// Parses `addr/prefix`.
-pub(crate) fn parse_cidr(text: &str) -> Option<Cidr> {
-    let (addr, prefix) = text.trim().split_once('/')?;
-    let addr: IpAddr = addr.parse().ok()?;
-    let prefix: u8 = prefix.parse().ok()?;
-    let addr = match addr {
-        IpAddr::V4(v4) if prefix <= 32 => IpAddr::V4(mask_v4(u32::from(v4), prefix).into()),
-        IpAddr::V6(v6) if prefix <= 128 => IpAddr::V6(mask_v6(u128::from(v6), prefix).into()),
-        _ => return None,
-    };
-    Some(Cidr { addr, prefix })
 }
 
 #[cfg(test)]
@@ -419,19 +347,5 @@ mod tests {
                 .contains("OID 1.2.3 not allowed")
         );
         assert!(parse_other_sans(&["1.2.3;UTF16:x".into()]).is_err());
-    }
-
-    #[test]
-    fn cidrs_are_masked_and_contain_their_addresses() {
-        let net = parse_cidr("10.1.2.3/8").unwrap();
-        assert_eq!(net.to_string(), "10.0.0.0/8");
-        assert!(net.contains(&"10.200.0.1".parse().unwrap()));
-        assert!(!net.contains(&"11.0.0.1".parse().unwrap()));
-        assert!(parse_cidr("10.0.0.0/33").is_none());
-        assert!(
-            parse_cidr("fd00::1/8")
-                .unwrap()
-                .contains(&"fd12::1".parse().unwrap())
-        );
     }
 }

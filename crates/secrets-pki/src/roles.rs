@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::mount::Mount;
-use crate::names::{parse_cidr, parse_other_sans};
+use crate::sans::{parse_cidr, parse_other_sans};
 use crate::store::{DEFAULT_REF, ROLE_PREFIX};
 
 /// A role, stored under `role/<name>` in the shape of its read response.

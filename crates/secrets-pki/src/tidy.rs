@@ -18,23 +18,8 @@ use crate::cert::CertInfo;
 use crate::crl;
 use crate::mount::Mount;
 use crate::store::{CERT_PREFIX, CertRecord, REVOKED_PREFIX, RevokedRecord};
+use crate::tidy_status::TidyStatus;
 use crate::validity::format_time;
-
-/// The last tidy run, kept in memory as Vault keeps it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct TidyStatus {
-    state: String,
-    error: Option<String>,
-    safety_buffer: u64,
-    tidy_cert_store: bool,
-    tidy_revoked_certs: bool,
-    time_started: Option<i64>,
-    time_finished: Option<i64>,
-    cert_store_deleted_count: u64,
-    revoked_cert_deleted_count: u64,
-    current_cert_store_count: u64,
-    current_revoked_cert_count: u64,
-}
 
 fn bad(msg: impl Into<String>) -> EngineError {
     EngineError::BadRequest(msg.into())
