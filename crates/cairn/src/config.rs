@@ -16,6 +16,10 @@
 //! }
 //! ```
 //!
+//! The platform block also takes `public_registry` (the upstream of its public registry proxy)
+//! and `encryption_password` (required for the platform, or CAIRN_PLATFORM_ENCRYPTION_PASSWORD:
+//! its stored credentials are encrypted under it).
+//!
 //! A service runs when its block is present and `enabled` is not false. The registry and the
 //! scheduler enforce ACLs unless their `acl` block says `enabled = false` (the registry's block
 //! also takes `initial_management_token` and `default_policy`); with no initial token, an
@@ -29,7 +33,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::cli::ServerArgs;
-use crate::wiring::{self, DataDir, Error, Listen, Plan, ServiceKind, TlsFiles};
+use crate::wiring::{
+    self, DataDir, Error, Listen, Plan, PlatformEncryption, ServiceKind, TlsFiles,
+};
 
 #[derive(Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -58,6 +64,14 @@ pub(crate) struct ServiceBlock {
     /// scheduler: `acl { enabled = true }`. Both default to enabled.
     #[serde(default)]
     pub(crate) acl: Option<AclBlock>,
+    /// Platform only: the upstream of `/api/registry/public/v1` (default the public Terraform
+    /// registry).
+    #[serde(default)]
+    pub(crate) public_registry: Option<String>,
+    /// Platform only (required there, or CAIRN_PLATFORM_ENCRYPTION_PASSWORD): the password
+    /// the platform's stored credentials are encrypted under (TFE's `encryption_password`).
+    #[serde(default)]
+    pub(crate) encryption_password: Option<String>,
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -96,10 +110,31 @@ pub(crate) fn load(path: &Path) -> Result<Plan, Error> {
     let config: ServerConfig =
         hcl::from_str(&text).map_err(|err| Error::Config(format!("{}: {err}", path.display())))?;
     let base = path.parent().unwrap_or(Path::new("."));
-    plan_from(config, base)
+    let env_password = std::env::var("CAIRN_PLATFORM_ENCRYPTION_PASSWORD").ok();
+    plan_from(config, base, env_password)
 }
 
-fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
+/// `url` when it is an absolute http(s) URL (the public registry proxy's upstream).
+pub(crate) fn check_registry_url(url: &str) -> Result<String, Error> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => {
+            Ok(url.trim_end_matches('/').to_owned())
+        }
+        _ => Err(Error::Config(format!(
+            "platform public registry: {url:?} is not an absolute http or https URL"
+        ))),
+    }
+}
+
+/// `env_password`: CAIRN_PLATFORM_ENCRYPTION_PASSWORD, used when the platform block sets none.
+fn plan_from(
+    config: ServerConfig,
+    base: &Path,
+    env_password: Option<String>,
+) -> Result<Plan, Error> {
     let resolve = |p: PathBuf| if p.is_relative() { base.join(p) } else { p };
     let blocks = [
         (ServiceKind::Secrets, config.secrets),
@@ -108,6 +143,8 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
         (ServiceKind::Platform, config.platform),
     ];
     let mut services = Vec::new();
+    let mut platform_public_registry = platform::DEFAULT_PUBLIC_REGISTRY.to_owned();
+    let mut platform_password = None;
     for (kind, block) in blocks {
         let Some(block) = block.filter(|b| b.enabled) else {
             continue;
@@ -120,6 +157,27 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
             return Err(Error::Config(format!(
                 "{} and {} both listen on {addr}",
                 other.kind.name(),
+                kind.name()
+            )));
+        }
+        if kind == ServiceKind::Platform {
+            if let Some(url) = &block.public_registry {
+                platform_public_registry = check_registry_url(url)?;
+            }
+            let password = block.encryption_password.clone().or(env_password.clone());
+            match password {
+                Some(password) if !password.is_empty() => platform_password = Some(password),
+                _ => {
+                    return Err(Error::Config(
+                        "platform: encryption_password is required (the stored credentials are \
+                         encrypted under it), or set CAIRN_PLATFORM_ENCRYPTION_PASSWORD"
+                            .to_owned(),
+                    ));
+                }
+            }
+        } else if block.public_registry.is_some() || block.encryption_password.is_some() {
+            return Err(Error::Config(format!(
+                "{}: public_registry and encryption_password belong in the platform block",
                 kind.name()
             )));
         }
@@ -160,6 +218,12 @@ fn plan_from(config: ServerConfig, base: &Path) -> Result<Plan, Error> {
         dev_acl: false,
         dev_env_files: Vec::new(),
         platform_rate_limiting: true,
+        platform_public_registry,
+        platform_encryption: match platform_password {
+            Some(password) => PlatformEncryption::Password(password),
+            // No platform runs.
+            None => PlatformEncryption::RandomPerRun,
+        },
         scheduler_client: false,
     })
 }
@@ -207,7 +271,35 @@ mod tests {
     #[track_caller]
     fn check(hcl_text: &str) -> Result<Plan, String> {
         let config: ServerConfig = hcl::from_str(hcl_text).map_err(|e| e.to_string())?;
-        plan_from(config, Path::new("/etc/cairn")).map_err(|e| e.to_string())
+        plan_from(config, Path::new("/etc/cairn"), None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn config_reads_the_platform_registry_and_requires_its_encryption_password() {
+        let plan = check(
+            "data_dir = \"d\"\nplatform {\n  public_registry = \"http://127.0.0.1:9/\"\n  encryption_password = \"pw\"\n}",
+        )
+        .unwrap();
+        assert_eq!(plan.platform_public_registry, "http://127.0.0.1:9");
+        assert_eq!(
+            plan.platform_encryption,
+            PlatformEncryption::Password("pw".to_owned())
+        );
+        let err = check("data_dir = \"d\"\nplatform {}").unwrap_err();
+        assert!(err.contains("encryption_password is required"), "{err}");
+        let config: ServerConfig = hcl::from_str("data_dir = \"d\"\nplatform {}").unwrap();
+        let plan = plan_from(config, Path::new("/"), Some("from-env".to_owned())).unwrap();
+        assert_eq!(
+            plan.platform_encryption,
+            PlatformEncryption::Password("from-env".to_owned())
+        );
+        let err = check(
+            "data_dir = \"d\"\nplatform {\n  public_registry = \"ftp://x\"\n  encryption_password = \"pw\"\n}",
+        )
+        .unwrap_err();
+        assert!(err.contains("not an absolute http"), "{err}");
+        let err = check("data_dir = \"d\"\nregistry { encryption_password = \"pw\" }").unwrap_err();
+        assert!(err.contains("belong in the platform block"), "{err}");
     }
 
     #[test]

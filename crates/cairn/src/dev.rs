@@ -9,7 +9,7 @@ use rand::Rng;
 use rand::distr::Alphanumeric;
 
 use crate::cli::DevArgs;
-use crate::wiring::{self, DataDir, Error, Listen, Plan, ServiceKind};
+use crate::wiring::{self, DataDir, Error, Listen, Plan, PlatformEncryption, ServiceKind};
 
 pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
     if args.env {
@@ -18,6 +18,18 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         return Ok(());
     }
     http_kit::init_tracing(args.log.log_format, &args.log.log_level);
+    let platform_encryption = match (args.platform_encryption_password, &args.data_dir) {
+        (Some(password), _) if password.is_empty() => {
+            return Err(Error::Config(
+                "--platform-encryption-password must not be empty".to_owned(),
+            ));
+        }
+        (Some(password), _) => PlatformEncryption::Password(password),
+        (None, Some(_)) => PlatformEncryption::DevFile,
+        (None, None) => PlatformEncryption::RandomPerRun,
+    };
+    let platform_public_registry =
+        crate::config::check_registry_url(&args.platform_public_registry)?;
     let data_dir = match args.data_dir {
         Some(path) => DataDir::Kept(path),
         None => DataDir::Temporary(
@@ -54,6 +66,8 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         dev_acl: args.acl,
         dev_env_files,
         platform_rate_limiting: args.platform_rate_limiting,
+        platform_public_registry,
+        platform_encryption,
         scheduler_client: true,
     };
     wiring::run(plan).await

@@ -71,6 +71,14 @@ pub enum Error {
         failure: DeliveryFailure,
         detail: String,
     },
+    /// An upstream the platform proxies (the public module registry) could not be reached,
+    /// timed out, failed or answered something unusable; the detail names which (502).
+    #[error("{0}")]
+    BadGateway(String),
+    /// The credentials' encryption key could not be had: a wrong or missing encryption
+    /// password at start-up (`sealing.rs`); the message says what to do.
+    #[error("{0}")]
+    Encryption(String),
     /// A compare-and-swap loop kept losing to concurrent writers.
     #[error("the resource changed concurrently; retry the request")]
     Contention,
@@ -143,8 +151,10 @@ impl Error {
                 DeliveryFailure::Unreachable => "bad gateway",
             }
             .to_owned(),
+            Error::BadGateway(_) => "bad gateway".to_owned(),
             Error::Rejected(_)
             | Error::CorruptRecord { .. }
+            | Error::Encryption(_)
             | Error::Internal(_)
             | Error::Storage(_) => status.canonical_reason().unwrap_or("error").to_lowercase(),
         }
@@ -173,14 +183,16 @@ impl ApiError for Error {
                 DeliveryFailure::Timeout => StatusCode::GATEWAY_TIMEOUT,
                 DeliveryFailure::Unreachable => StatusCode::BAD_GATEWAY,
             },
+            Error::BadGateway(_) => StatusCode::BAD_GATEWAY,
             Error::Rejected(rejection) => match rejection {
                 // JSON:API reports unreadable documents as 422 on TFE.
                 Rejection::MalformedJson(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 other => other.status(),
             },
-            Error::CorruptRecord { .. } | Error::Internal(_) | Error::Storage(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Error::CorruptRecord { .. }
+            | Error::Encryption(_)
+            | Error::Internal(_)
+            | Error::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -216,7 +228,7 @@ impl ApiError for Error {
     }
 
     fn is_public(&self) -> bool {
-        matches!(self, Error::Delivery { .. })
+        matches!(self, Error::Delivery { .. } | Error::BadGateway(_))
     }
 }
 

@@ -8,7 +8,7 @@
 //! `organizations.rs`, `teams.rs`, `tokens.rs`, `memberships.rs`, `invitations.rs`,
 //! `workspaces/`, `configuration_versions.rs`, `runs.rs`, `oauth_clients.rs` (VCS connections),
 //! `registry_modules/` (the private module registry), `registry_protocol.rs` (the module
-//! registry protocol and discovery), `admin/` (site administration settings),
+//! registry protocol and discovery), `public_registry.rs` (the public registry proxy), `admin/` (site administration settings),
 //! `policy_versions.rs` (the policy-engine version catalogue) and `objects.rs` (the signed
 //! upload and download URLs). A handler starts with the `auth::Caller` extractor (except ping, the
 //! invitation acceptance and the signed URLs), reads its input through `request.rs` (`Body`,
@@ -21,7 +21,8 @@
 //! Layers, each importing only those below it: `routes.rs`; the handlers; `views/` (how each
 //! resource renders, shared by every family that answers or includes it, so no two handler
 //! modules import each other) and `run_queue.rs`; `auth.rs`, `request.rs`, `render.rs`,
-//! `signed_url.rs`, `mail.rs`; `store/`; at the bottom `run_state.rs`, `module_config.rs` and
+//! `signed_url.rs`, `mail.rs`; `store/`; `sealing.rs` (the store view that encrypts
+//! credentials at rest); at the bottom `run_state.rs`, `module_config.rs` and
 //! `semver.rs` (pure), `archive.rs`, `blobs.rs` and `ids.rs`.
 //!
 //! Invariants:
@@ -31,6 +32,9 @@
 //! - Error `status` members are strings; "no access" is 404, never 403 (TFE's rule); a
 //!   missing or invalid token is 401.
 //! - Token secrets are never stored, only their SHA-256; a secret is shown once, when issued.
+//! - Every other credential the platform must keep (VCS tokens, SMTP password, SMS auth
+//!   token, cost-estimation secrets, the URL signing key) is sealed at rest under the key of
+//!   [`Config::encryption_password`]: handlers see the store only through `sealing.rs`'s view.
 //! - A write that changes several records is one storage transaction guarded by
 //!   compare-and-swap on what it read; nothing holds a lock across I/O.
 //! - The platform crate never depends on another service crate.
@@ -53,6 +57,7 @@ mod objects;
 mod organizations;
 mod ping;
 mod policy_versions;
+mod public_registry;
 mod rate_limit;
 mod registry_modules;
 mod registry_protocol;
@@ -63,6 +68,7 @@ mod routes;
 mod run_queue;
 mod run_state;
 mod runs;
+mod sealing;
 mod semver;
 mod signed_url;
 mod store;
@@ -119,7 +125,24 @@ pub struct Config {
     /// How often the data retention loop looks for expired archives (default 1 h); it also
     /// runs at once whenever the policy changes.
     pub retention_interval: Duration,
+    /// The upstream module registry `/api/registry/public/v1` proxies (default
+    /// [`DEFAULT_PUBLIC_REGISTRY`]); its module API is read under `/v1/modules/`.
+    pub public_registry_url: String,
+    /// How long one request to the public registry may take, connecting included (default
+    /// 10 s); past it the proxy answers 502.
+    pub public_registry_timeout: Duration,
+    /// How long a public registry answer is served from the cache (default 60 s).
+    pub public_registry_cache_ttl: Duration,
+    /// TFE's `encryption_password`: the stored credentials (VCS tokens, SMTP password, SMS
+    /// auth token, cost-estimation secrets, the URL signing key) are sealed under a key
+    /// derived from it (`sealing.rs`). `None`: a random key for this run only, so a store
+    /// written without a password cannot be read by a later start (`cairn dev`'s temporary
+    /// store). A store written with one opens only with the same one.
+    pub encryption_password: Option<String>,
 }
+
+/// The public Terraform registry, the default upstream of the public registry proxy.
+pub const DEFAULT_PUBLIC_REGISTRY: &str = "https://registry.terraform.io";
 
 impl Default for Config {
     fn default() -> Config {
@@ -134,6 +157,10 @@ impl Default for Config {
             metrics: http_kit::metrics::Metrics::default(),
             smtp_timeout: Duration::from_secs(10),
             retention_interval: Duration::from_secs(3600),
+            public_registry_url: DEFAULT_PUBLIC_REGISTRY.to_owned(),
+            public_registry_timeout: Duration::from_secs(10),
+            public_registry_cache_ttl: Duration::from_secs(60),
+            encryption_password: None,
         }
     }
 }
@@ -173,6 +200,8 @@ struct Inner {
     clock: SharedClock,
     /// Wakes the data retention loop when the policy changes (`retention.rs`).
     retention_wake: tokio::sync::Notify,
+    /// The public registry proxy's client and cache (`public_registry.rs`).
+    public_registry: public_registry::PublicRegistry,
 }
 
 /// What [`State::open`] returns.
@@ -199,6 +228,19 @@ impl State {
         config: Config,
         clock: SharedClock,
     ) -> Result<Opened, Error> {
+        // Credentials are sealed at rest: derive the key (refusing a wrong password), seal
+        // whatever an older release kept in clear, and serve everything through the sealing
+        // view of the store.
+        let cipher = sealing::open(storage.as_ref(), config.encryption_password.as_deref()).await?;
+        let sealed = sealing::SealedStorage::new(Arc::clone(&storage), cipher);
+        let migrated = sealing::migrate(storage.as_ref(), &sealed).await?;
+        if migrated > 0 {
+            tracing::info!(
+                records = migrated,
+                "sealed platform credentials stored in clear by an older release"
+            );
+        }
+        let storage: Arc<dyn Storage> = Arc::new(sealed);
         let state = State {
             inner: Arc::new(Inner {
                 blobs: blobs::BlobStore::new(
@@ -216,6 +258,7 @@ impl State {
                 config,
                 clock,
                 retention_wake: tokio::sync::Notify::new(),
+                public_registry: public_registry::PublicRegistry::default(),
             }),
         };
         let bootstrap_token = bootstrap::bootstrap(&state).await?;
@@ -233,6 +276,10 @@ impl State {
 
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    pub(crate) fn public_registry(&self) -> &public_registry::PublicRegistry {
+        &self.inner.public_registry
     }
 
     pub(crate) fn rate_limiter(&self) -> &rate_limit::RateLimiter {

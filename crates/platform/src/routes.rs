@@ -27,8 +27,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
     API_VERSION, Error, State, admin, configuration_versions, invitations, memberships, metrics,
-    oauth_clients, objects, organizations, ping, policy_versions, rate_limit, registry_modules,
-    registry_protocol, runs, teams, tokens, users, workspaces,
+    oauth_clients, objects, organizations, ping, policy_versions, public_registry, rate_limit,
+    registry_modules, registry_protocol, runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -419,6 +419,23 @@ pub fn router(state: State) -> Router {
             .route(
                 "/api/registry/v1/modules/{namespace}/{module}/{provider}/{version}/download",
                 get(registry_protocol::download),
+            )
+            // public_registry.rs: the public registry proxy.
+            .route(
+                "/api/registry/public/v1/modules/{namespace}/{module}",
+                get(public_registry::latest_per_provider),
+            )
+            .route(
+                "/api/registry/public/v1/modules/{namespace}/{module}/{provider}",
+                get(public_registry::latest),
+            )
+            .route(
+                "/api/registry/public/v1/modules/{namespace}/{module}/{provider}/versions",
+                get(public_registry::list_versions),
+            )
+            .route(
+                "/api/registry/public/v1/modules/{namespace}/{module}/{provider}/{version}",
+                get(public_registry::read_version),
             )
             .route(
                 "/webhooks/vcs/{id}",

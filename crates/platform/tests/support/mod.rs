@@ -27,10 +27,10 @@ pub(crate) const JSONAPI: &str = "application/vnd.api+json";
 
 /// A platform over in-memory storage.
 pub(crate) struct TestPlatform {
-    pub(crate) storage: Arc<MemStorage>,
+    pub(crate) storage: Arc<dyn Storage>,
     pub(crate) state: State,
     router: Router,
-    _blobs: tempfile::TempDir,
+    _blobs: Option<tempfile::TempDir>,
 }
 
 /// An answer, with the body parsed as JSON (`Value::Null` when empty or not JSON).
@@ -82,7 +82,13 @@ impl TestPlatform {
         TestPlatform::open(config, Arc::new(stdx::clock::SystemClock)).await
     }
 
-    fn test_config() -> Config {
+    /// A platform with `config` on `clock` (its blob directory is set to a temporary one).
+    pub(crate) async fn with_config_and_clock(config: Config, clock: &ManualClock) -> TestPlatform {
+        TestPlatform::open(config, Arc::new(clock.clone())).await
+    }
+
+    /// The configuration of [`TestPlatform::new`], for tests that change part of it.
+    pub(crate) fn test_config() -> Config {
         Config {
             dev_root_token: Some(ROOT.to_owned()),
             api_rate_limiting_enabled: false,
@@ -91,19 +97,30 @@ impl TestPlatform {
     }
 
     async fn open(mut config: Config, clock: SharedClock) -> TestPlatform {
-        let storage = testkit::mem_storage();
+        let storage: Arc<MemStorage> = testkit::mem_storage();
         let blobs = tempfile::tempdir().expect("tempdir");
         config.blob_dir = blobs.path().to_path_buf();
-        let opened =
-            State::open_with_clock(Arc::clone(&storage) as Arc<dyn Storage>, config, clock)
-                .await
-                .expect("open platform");
-        TestPlatform {
+        let mut platform = TestPlatform::over(storage, config, clock)
+            .await
+            .expect("open platform");
+        platform._blobs = Some(blobs);
+        platform
+    }
+
+    /// A platform over `storage` with `config` as given (blob directory included), or the
+    /// error `State::open` answered (a restart with a wrong encryption password, ...).
+    pub(crate) async fn over(
+        storage: Arc<dyn Storage>,
+        config: Config,
+        clock: SharedClock,
+    ) -> Result<TestPlatform, platform::Error> {
+        let opened = State::open_with_clock(Arc::clone(&storage), config, clock).await?;
+        Ok(TestPlatform {
             router: platform::router(opened.state.clone()),
             state: opened.state,
             storage,
-            _blobs: blobs,
-        }
+            _blobs: None,
+        })
     }
 
     /// Sends `request` as is.
