@@ -91,6 +91,25 @@ pub(crate) struct DevArgs {
         action = clap::ArgAction::Set
     )]
     pub(crate) platform_rate_limiting: bool,
+    /// The upstream registry the platform's `/api/registry/public/v1` proxies.
+    #[arg(
+        long,
+        env = "CAIRN_PLATFORM_PUBLIC_REGISTRY",
+        value_name = "URL",
+        default_value = platform::DEFAULT_PUBLIC_REGISTRY
+    )]
+    pub(crate) platform_public_registry: String,
+    /// The password the platform's stored credentials are encrypted under (TFE's
+    /// `encryption_password`). Default: with `--data-dir`, a random one kept in the data dir's
+    /// `dev-platform-encryption-password` (development only); without, a random key for this
+    /// run only.
+    #[arg(
+        long,
+        env = "CAIRN_PLATFORM_ENCRYPTION_PASSWORD",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    pub(crate) platform_encryption_password: Option<String>,
     #[command(flatten)]
     pub(crate) log: LogArgs,
 }
