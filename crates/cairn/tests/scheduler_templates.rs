@@ -596,3 +596,51 @@ async fn a_template_renders_a_database_credential_the_task_logs_in_with_renewed_
     .await;
     cairn.stop().await;
 }
+
+#[tokio::test]
+async fn an_exec_task_owns_its_secrets_dir_and_other_uids_cannot_read_it() {
+    let cairn = dev().await;
+    put_kv(&cairn, json!({"key": "k-123"})).await;
+    let templates = json!([{
+        "EmbeddedTmpl": "{{ with secret \"secret/data/app\" }}{{ .Data.data.key }}{{ end }}",
+        "DestPath": "secrets/key.txt",
+        "Perms": "0600",
+    }]);
+    // The task runs as nobody in its own root and reads its own secret there.
+    register(
+        &cairn,
+        "tmpl-exec",
+        "cat /secrets/key.txt; echo; id -u; while :; do sleep 0.1; done",
+        templates,
+        json!({"Driver": "exec", "User": "nobody"}),
+        json!({"VaultToken": token(&cairn)}),
+    )
+    .await;
+    let alloc_value = running_alloc(&cairn, "tmpl-exec").await;
+    let dir = alloc_dir(&cairn, alloc_value["ID"].as_str().unwrap());
+    let stdout = dir.join("alloc/logs/t.stdout.0");
+    eventually("the task's output", || async {
+        (read(&stdout) == "k-123\n65534\n").then_some(())
+    })
+    .await;
+
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let secrets = dir.join("t/secrets");
+    let meta = std::fs::metadata(&secrets).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    let file = std::fs::metadata(secrets.join("key.txt")).unwrap();
+    assert_eq!(
+        (file.uid(), file.permissions().mode() & 0o777),
+        (65534, 0o600)
+    );
+    // Another uid (what another task with another `user` runs as) cannot read it.
+    let other = std::process::Command::new("setpriv")
+        .args(["--reuid=daemon", "--regid=daemon", "--clear-groups", "cat"])
+        .arg(secrets.join("key.txt"))
+        .output()
+        .unwrap();
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains("Permission denied"));
+    cairn.stop().await;
+}
