@@ -26,6 +26,7 @@
 //!   level and `--max-request-bytes` (default 1.5 MiB): a bigger transaction or restore fails
 //!   with a backend error naming the limit; large values belong in a blob store.
 
+mod config;
 mod keys;
 mod leadership;
 mod txn;
@@ -47,6 +48,7 @@ use storage::{
 };
 use tokio_util::sync::CancellationToken;
 
+pub use config::{EtcdBlock, TlsBlock};
 pub use leadership::{EtcdLeadership, LeadershipOptions};
 
 use crate::keys::{Layout, successor};
