@@ -154,7 +154,9 @@ impl Consul {
         let mut pushed: BTreeMap<String, Value> = BTreeMap::new();
         let mut pushed_ttl: BTreeMap<String, Value> = BTreeMap::new();
         let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
-        let mut next_listing = tokio::time::Instant::now();
+        // The first listing waits a whole period, so that after an agent restart the restored
+        // runners want their services again before anything of this node is removed.
+        let mut next_listing = tokio::time::Instant::now() + RESYNC;
         loop {
             let listing_due = tokio::time::Instant::now() >= next_listing;
             match inner

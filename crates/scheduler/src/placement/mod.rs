@@ -9,9 +9,10 @@
 //!   delayed follow-up evaluation (`reschedule.rs`);
 //! - for system (and sysbatch) jobs wants one allocation per group on every ready node;
 //! - places what is missing through the stack (`rank.rs`: feasibility from `feasible.rs`
-//!   with version constraints from `version.rs`, bin-packing, anti-affinity, affinities,
-//!   spreads), recording metrics on every allocation, and reports what found no node in
-//!   `FailedTGAllocs`/`QueuedAllocations` with one blocked evaluation.
+//!   with version constraints from `version.rs`, bin-packing, port availability from
+//!   `ports.rs`, anti-affinity, affinities, spreads), assigning each placement's static and
+//!   dynamic ports on its node, recording metrics on every allocation, and reports what found
+//!   no node in `FailedTGAllocs`/`QueuedAllocations` with one blocked evaluation.
 //!
 //! Invariants:
 //! - No I/O and no clock is read here: "now" comes from `ctx.now`, and the `AllocationTime`

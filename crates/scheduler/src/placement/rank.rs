@@ -4,7 +4,8 @@
 //!
 //! Chain, per candidate node: static feasibility (job constraints, drivers, group and task
 //! constraints; results shared per node table, see `nodes.rs`) → `distinct_hosts` →
-//! `distinct_property` → bin-pack fit (`DimensionExhausted`) and score → job anti-affinity →
+//! `distinct_property` → bin-pack fit (`DimensionExhausted`) and score → ports (static ones
+//! free, enough dynamic ones: `network: …`, only for groups with a network) → job anti-affinity →
 //! reschedule penalty → node affinity → spread → mean of the appended scores. The node source
 //! is the run's ready nodes in a seeded random order, visited round-robin across selections
 //! (upstream's `StaticIterator` over shuffled nodes); the limit iterator stops after `limit`
