@@ -22,6 +22,7 @@
 mod connections;
 mod credentials;
 mod creds;
+mod pg_conninfo;
 mod plugins;
 mod roles;
 mod rotation;

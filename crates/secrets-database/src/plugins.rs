@@ -21,6 +21,8 @@ use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, Connection as _, MySqlPool, PgPool};
 
+use crate::pg_conninfo;
+
 /// The longest any one database operation may take.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -106,7 +108,7 @@ pub(crate) struct Client {
 enum Db {
     Postgres(PgPool),
     MySql(MySqlPool),
-    Redis(redis::Client),
+    Redis(Box<redis::Client>),
 }
 
 fn bad(message: impl std::fmt::Display) -> EngineError {
@@ -147,8 +149,12 @@ pub(crate) fn connection_url(details: &Data) -> Result<String, EngineError> {
 }
 
 /// The URL as read back: a literal password in it is replaced by `xxxxx` (Go's
-/// `url.Redacted`); templated URLs are shown as written.
+/// `url.Redacted`), and so is a `key=value` string's `password`; templated ones are shown as
+/// written.
 pub(crate) fn redact_url(url: &str) -> String {
+    if pg_conninfo::is_conninfo(url) {
+        return pg_conninfo::redacted(url);
+    }
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
@@ -253,9 +259,13 @@ pub(crate) async fn connect(
             if url.is_empty() {
                 return Err(bad("connection_url cannot be empty"));
             }
-            let options = url
-                .parse::<PgConnectOptions>()
-                .map_err(|err| bad(format!("invalid connection_url: {err}")))?;
+            let options = if pg_conninfo::is_conninfo(&url) {
+                pg_conninfo::options(&url)
+                    .map_err(|err| bad(format!("invalid connection_url: {err}")))?
+            } else {
+                url.parse::<PgConnectOptions>()
+                    .map_err(|err| bad(format!("invalid connection_url: {err}")))?
+            };
             if verify {
                 // One direct connection: a pool would retry a refused one until its timeout.
                 let con = bounded("connect", sqlx::PgConnection::connect_with(&options))
@@ -293,11 +303,9 @@ pub(crate) async fn connect(
                 return Err(bad("host cannot be empty"));
             }
             let port = fields::int(details, "port")?.unwrap_or(6379);
-            if fields::bool(details, "tls")?.unwrap_or(false) {
-                return Err(bad(
-                    "tls is not supported by this server's redis-database-plugin",
-                ));
-            }
+            let tls = fields::bool(details, "tls")?.unwrap_or(false);
+            let insecure_tls = fields::bool(details, "insecure_tls")?.unwrap_or(false);
+            let ca_cert = fields::string(details, "ca_cert")?.unwrap_or_default();
             let username = fields::string(details, "username")?.unwrap_or_default();
             let password = fields::string(details, "password")?.unwrap_or_default();
             let auth = match (username.is_empty(), password.is_empty()) {
@@ -305,9 +313,27 @@ pub(crate) async fn connect(
                 (_, false) => format!("{}:{}@", escape(&username), escape(&password)),
                 (false, true) => format!("{}@", escape(&username)),
             };
-            let client = redis::Client::open(format!("redis://{auth}{host}:{port}"))
-                .map_err(|err| bad(format!("invalid redis settings: {err}")))?;
-            Db::Redis(client)
+            let client = if !tls {
+                redis::Client::open(format!("redis://{auth}{host}:{port}"))
+            } else if insecure_tls {
+                // The Redis crate's spelling of "do not verify the server's certificate".
+                redis::Client::open(format!("rediss://{auth}{host}:{port}/#insecure"))
+            } else if ca_cert.trim().is_empty() {
+                redis::Client::open(format!("rediss://{auth}{host}:{port}"))
+            } else {
+                if !ca_cert.contains("-----BEGIN CERTIFICATE-----") {
+                    return Err(bad("ca_cert must be a PEM-encoded certificate"));
+                }
+                redis::Client::build_with_tls(
+                    format!("rediss://{auth}{host}:{port}"),
+                    redis::TlsCertificates {
+                        client_tls: None,
+                        root_cert: Some(ca_cert.into_bytes()),
+                    },
+                )
+            }
+            .map_err(|err| bad(format!("invalid redis settings: {err}")))?;
+            Db::Redis(Box::new(client))
         }
     };
     let client = Client {

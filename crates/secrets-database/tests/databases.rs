@@ -1022,3 +1022,207 @@ async fn concurrent_default_revocations_on_postgres_all_succeed() {
         assert!(!pg_role_exists(user).await, "{user}");
     }
 }
+
+#[tokio::test]
+async fn a_postgresql_key_value_connection_string_connects_and_hides_its_password() {
+    let f = fixture();
+    let conninfo = "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable";
+    f.write(
+        "config/kv",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": conninfo, "allowed_roles": "*"}),
+    )
+    .await;
+    f.write(
+        "roles/kv",
+        json!({"db_name": "kv", "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}';"]}),
+    )
+    .await;
+    let issued = f.read("creds/kv").await;
+    let user = issued["data"]["username"].as_str().unwrap();
+    let password = issued["data"]["password"].as_str().unwrap();
+    let login = format!("postgresql://{user}:{password}@127.0.0.1:5432/test");
+    let mut con = sqlx::PgConnection::connect(&login).await.unwrap();
+    let one: (i32,) = sqlx::query_as("SELECT 1")
+        .fetch_one(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(one.0, 1);
+    con.close().await.unwrap();
+    f.engine.revoke(&f.lease(&issued)).await.unwrap();
+    assert!(sqlx::PgConnection::connect(&login).await.is_err());
+
+    let read = f.read("config/kv").await;
+    let details = &read["data"]["connection_details"];
+    assert_eq!(details["connection_url"], conninfo, "{read}");
+
+    let literal = "host=127.0.0.1 user=postgres password='not shown' dbname=test";
+    f.write(
+        "config/literal",
+        json!({"plugin_name": "postgresql-database-plugin", "connection_url": literal, "verify_connection": false}),
+    )
+    .await;
+    let read = f.read("config/literal").await;
+    let shown = read["data"]["connection_details"]["connection_url"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        shown,
+        "host=127.0.0.1 user=postgres password=xxxxx dbname=test"
+    );
+
+    let err = f
+        .call(
+            Operation::Create,
+            "config/bad",
+            json!({"plugin_name": "postgresql-database-plugin", "connection_url": "host=127.0.0.1 colour=blue"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::BadRequest(m) if m.contains("unknown connection parameter \"colour\"")),
+        "{err:?}"
+    );
+}
+
+/// A `redis-server` serving TLS only, on a free port, with a certificate for 127.0.0.1 from a
+/// CA made here; killed on drop.
+struct TlsRedis {
+    child: std::process::Child,
+    port: u16,
+    ca_pem: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TlsRedis {
+    async fn start() -> TlsRedis {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair, SanType};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let mut server = CertificateParams::new(Vec::<String>::new()).unwrap();
+        server.subject_alt_names = vec![SanType::IpAddress([127, 0, 0, 1].into())];
+        let cert = server.signed_by(&key, &issuer).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca_cert.pem()).unwrap();
+        std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        let child = std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
+            .args([
+                "--tls-cert-file",
+                &path("cert.pem"),
+                "--tls-key-file",
+                &path("key.pem"),
+            ])
+            .args(["--tls-ca-cert-file", &path("ca.pem"), "--dir", &path("")])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/services installs it)");
+        let redis = TlsRedis {
+            child,
+            port,
+            ca_pem: ca_cert.pem(),
+            _dir: dir,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server on {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        redis
+    }
+}
+
+#[tokio::test]
+async fn redis_over_tls_checks_the_server_against_ca_cert() {
+    let redis = TlsRedis::start().await;
+    let f = fixture();
+    let config = |extra: Value| {
+        let mut body = json!({"plugin_name": "redis-database-plugin", "host": "127.0.0.1", "port": redis.port, "allowed_roles": "*", "tls": true});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    f.write("config/tls", config(json!({"ca_cert": redis.ca_pem})))
+        .await;
+    f.write(
+        "roles/tls",
+        json!({"db_name": "tls", "creation_statements": "[\"~*\", \"+@read\"]"}),
+    )
+    .await;
+    let issued = f.read("creds/tls").await;
+    let user = issued["data"]["username"].as_str().unwrap();
+    let password = issued["data"]["password"].as_str().unwrap();
+    let client = redis::Client::build_with_tls(
+        format!("rediss://{user}:{password}@127.0.0.1:{}", redis.port),
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(redis.ca_pem.clone().into_bytes()),
+        },
+    )
+    .unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let _: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+
+    // Without the CA the server's certificate is refused at config time; insecure_tls skips
+    // the check, as upstream's plugin does.
+    let err = f
+        .call(Operation::Create, "config/unverified", config(json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::BadRequest(m) if m.starts_with("error creating database object")),
+        "{err:?}"
+    );
+    f.write("config/insecure", config(json!({"insecure_tls": true})))
+        .await;
+    let err = f
+        .call(
+            Operation::Create,
+            "config/pem",
+            config(json!({"ca_cert": "not a certificate"})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, EngineError::BadRequest(m) if m.contains("ca_cert")),
+        "{err:?}"
+    );
+}
