@@ -12,11 +12,15 @@
 //!   handler already set that upstream header itself.
 //! - Prefixes match case-insensitively (header names are lowercase on the wire in `http`).
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
 use axum::Router;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
+use futures::future::BoxFuture;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
+use tower::{Layer, Service};
 
 /// Wraps `router` so that each `(canonical prefix, upstream prefix)` pair in `pairs` works in
 /// both spellings; see the module docs.
@@ -27,24 +31,62 @@ pub fn header_aliases<S>(
 where
     S: Clone + Send + Sync + 'static,
 {
-    router.layer(axum::middleware::from_fn(
-        move |request: Request, next: Next| alias_headers(pairs, request, next),
-    ))
+    router.layer(AliasLayer { pairs })
 }
 
-async fn alias_headers(
+/// The alias middleware as a plain tower [`Layer`]: one boxed future per request and nothing
+/// else allocated unless a header needs a copy.
+#[derive(Clone, Copy)]
+struct AliasLayer {
     pairs: &'static [(&'static str, &'static str)],
-    mut request: Request,
-    next: Next,
-) -> Response {
-    for (canonical, upstream) in pairs {
-        copy_prefixed(request.headers_mut(), upstream, canonical);
+}
+
+impl<S> Layer<S> for AliasLayer {
+    type Service = Aliases<S>;
+
+    fn layer(&self, inner: S) -> Aliases<S> {
+        Aliases {
+            inner,
+            pairs: self.pairs,
+        }
     }
-    let mut response = next.run(request).await;
-    for (canonical, upstream) in pairs {
-        copy_prefixed(response.headers_mut(), canonical, upstream);
+}
+
+#[derive(Clone)]
+struct Aliases<S> {
+    inner: S,
+    pairs: &'static [(&'static str, &'static str)],
+}
+
+impl<S> Service<Request> for Aliases<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
     }
-    response
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let pairs = self.pairs;
+        for (canonical, upstream) in pairs {
+            copy_prefixed(request.headers_mut(), upstream, canonical);
+        }
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let answer = inner.call(request);
+        Box::pin(async move {
+            let Ok(mut response) = answer.await;
+            for (canonical, upstream) in pairs {
+                copy_prefixed(response.headers_mut(), canonical, upstream);
+            }
+            Ok(response)
+        })
+    }
 }
 
 /// Copies every header named `from_prefix` + rest to `to_prefix` + rest, unless the target
@@ -59,7 +101,10 @@ fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefix: &str) {
         if rest.is_empty() {
             continue;
         }
-        let target = format!("{to_prefix}{rest}").to_ascii_lowercase();
+        let mut target = String::with_capacity(to_prefix.len() + rest.len());
+        target.push_str(to_prefix);
+        target.push_str(rest);
+        target.make_ascii_lowercase();
         let Ok(target) = HeaderName::try_from(target) else {
             continue;
         };

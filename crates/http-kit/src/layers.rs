@@ -23,15 +23,17 @@
 use std::any::Any;
 use std::convert::Infallible;
 use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request};
-use axum::middleware::Next;
 use axum::response::Response;
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use tower::{Layer, Service};
 use tracing::Instrument;
 
 use crate::INTERNAL_ERROR_MESSAGE;
@@ -74,7 +76,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let request_id = parts.extensions.get::<RequestId>().cloned();
-        Ok(request_id.unwrap_or_else(|| RequestId(uuid::Uuid::new_v4().to_string())))
+        Ok(request_id.unwrap_or_else(|| RequestId(new_request_id())))
     }
 }
 
@@ -88,10 +90,9 @@ pub fn layers<S>(router: Router<S>, options: &HttpOptions) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    with_body_limit(router, options.body_limit).layer(axum::middleware::from_fn_with_state(
-        options.metrics.clone(),
-        request_context,
-    ))
+    with_body_limit(router, options.body_limit).layer(RequestContextLayer {
+        metrics: options.metrics.clone(),
+    })
 }
 
 /// Sets the body limit for the routes in `router` (for example a larger one for snapshot
@@ -106,16 +107,62 @@ where
         .layer(axum::Extension(BodyLimit(limit)))
 }
 
-async fn request_context(
-    axum::extract::State(metrics): axum::extract::State<Option<RequestMetrics>>,
+/// The request-context middleware as a plain tower [`Layer`]: unlike `middleware::from_fn` it
+/// boxes nothing but the one future per request (no per-request `Next` service box, no
+/// response mapping layer).
+#[derive(Clone)]
+struct RequestContextLayer {
+    metrics: Option<RequestMetrics>,
+}
+
+impl<S> Layer<S> for RequestContextLayer {
+    type Service = RequestContext<S>;
+
+    fn layer(&self, inner: S) -> RequestContext<S> {
+        RequestContext {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct RequestContext<S> {
+    inner: S,
+    metrics: Option<RequestMetrics>,
+}
+
+impl<S> Service<Request> for RequestContext<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The service that was polled ready handles this request; a clone stays for the next.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(request_context(inner, self.metrics.clone(), request))
+    }
+}
+
+async fn request_context<S>(
+    mut inner: S,
+    metrics: Option<RequestMetrics>,
     mut request: Request,
-    next: Next,
-) -> Response {
-    let request_id =
-        client_request_id(request.headers()).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    request
-        .extensions_mut()
-        .insert(RequestId(request_id.clone()));
+) -> Result<Response, Infallible>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let request_id = client_request_id(request.headers()).unwrap_or_else(new_request_id);
+    let header = HeaderValue::from_str(&request_id).ok();
     // The span is at `error` level so that it is enabled whenever errors are logged: a 5xx's
     // cause must always come with its request context, whatever the filter.
     let span = tracing::error_span!(
@@ -124,23 +171,28 @@ async fn request_context(
         path = %request.uri().path(),
         request_id = %request_id,
     );
+    request.extensions_mut().insert(RequestId(request_id));
     let method = request.method().clone();
     let route = request.extensions().get::<MatchedPath>().cloned();
     let started = Instant::now();
-    let outcome = AssertUnwindSafe(next.run(request))
+    let outcome = AssertUnwindSafe(inner.call(request))
         .catch_unwind()
         .instrument(span.clone())
         .await;
-    let mut response = outcome.unwrap_or_else(|panic| {
-        span.in_scope(|| {
-            tracing::error!(
-                message = "Handler panicked.",
-                panic = panic_message(&*panic)
-            );
-        });
-        crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
-    });
-    if let Ok(value) = HeaderValue::from_str(&request_id) {
+    let mut response = match outcome {
+        Ok(Ok(response)) => response,
+        Ok(Err(never)) => match never {},
+        Err(panic) => {
+            span.in_scope(|| {
+                tracing::error!(
+                    message = "Handler panicked.",
+                    panic = panic_message(&*panic)
+                );
+            });
+            crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
+        }
+    };
+    if let Some(value) = header {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
 
@@ -154,23 +206,34 @@ async fn request_context(
             elapsed,
         );
     }
-    let latency_ms = elapsed.as_secs_f64() * 1000.0;
-    span.in_scope(|| {
-        if status.is_server_error() {
+    if status.is_server_error() {
+        let latency_ms = elapsed.as_secs_f64() * 1000.0;
+        span.in_scope(|| {
             tracing::error!(
                 message = "Request finished.",
                 status = status.as_u16(),
                 latency_ms
             );
-        } else {
+        });
+    } else if tracing::enabled!(tracing::Level::DEBUG) {
+        let latency_ms = elapsed.as_secs_f64() * 1000.0;
+        span.in_scope(|| {
             tracing::debug!(
                 message = "Request finished.",
                 status = status.as_u16(),
                 latency_ms
             );
-        }
-    });
-    response
+        });
+    }
+    Ok(response)
+}
+
+/// A fresh request id: a random UUID v4 in its hyphenated lower-case form, formatted without
+/// going through `fmt`.
+fn new_request_id() -> String {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let text: &str = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer);
+    text.to_owned()
 }
 
 /// The client's request id, if it is one we are willing to echo and log.

@@ -92,9 +92,8 @@ pub(crate) async fn parse(request: Request) -> Result<LogicalRequest, Error> {
     let method = request.method().clone();
     let raw_path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
-    let headers = request.headers().clone();
-    let client_token = token_from_headers(&headers);
-    let wrap_ttl = wrap_ttl_from_headers(&headers)?;
+    let client_token = token_from_headers(request.headers());
+    let wrap_ttl = wrap_ttl_from_headers(request.headers())?;
 
     let mut path = raw_path
         .strip_prefix("/v1/")
@@ -149,6 +148,8 @@ pub(crate) async fn parse(request: Request) -> Result<LogicalRequest, Error> {
         ),
         "OPTIONS" => (Verb::Options, Operation::Read, Data::new()),
         "POST" | "PUT" => {
+            // Only a body-carrying request needs its headers after the body is taken.
+            let headers = request.headers().clone();
             let body = read_body(request).await?;
             (
                 Verb::Op(Operation::Update),
@@ -157,7 +158,7 @@ pub(crate) async fn parse(request: Request) -> Result<LogicalRequest, Error> {
             )
         }
         "PATCH" => {
-            let content_type = media_type(&headers);
+            let content_type = media_type(request.headers());
             if content_type != MERGE_PATCH {
                 return Err(Error::UnsupportedMediaType(format!(
                     "PATCH requires Content-Type of {MERGE_PATCH}, provided {content_type}"

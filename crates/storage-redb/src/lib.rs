@@ -11,7 +11,8 @@
 //! transaction in one durable redb commit (group commit: the disk's fsync rate, not the number
 //! of writers, bounds throughput), then publishes each transaction on a [`Hub`]. Reads open
 //! redb read transactions (MVCC snapshots, never blocked by the writer) on tokio's blocking
-//! pool. Watches replay the `history` table, then follow the hub.
+//! pool, except point reads and scans of at most 64 keys, which run on the calling thread
+//! (cheaper than the hand-off). Watches replay the `history` table, then follow the hub.
 //!
 //! Invariants:
 //! - A transaction is durable (fsynced) when `txn` returns, and visible to readers and
@@ -49,6 +50,10 @@ use crate::tables::{OrBackend, Reader, WriteTables};
 use crate::writer::{Request, Writer};
 
 pub use crate::stats::{BATCH_SIZE_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution, RedbStats};
+
+/// The most keys a scan reads on the calling (runtime) thread; larger scans run on the
+/// blocking pool.
+const INLINE_SCAN_KEYS: usize = 64;
 
 /// How to open a [`RedbStorage`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,6 +299,18 @@ impl Storage for RedbStorage {
     }
 
     async fn scan(&self, range: KeyRange, limit: Option<usize>) -> Result<ScanResult> {
+        // Most scans on request paths are small (a session's locks, a node's checks): read up
+        // to INLINE_SCAN_KEYS + 1 keys on the calling thread, which costs less than the
+        // blocking pool's two thread switches. A range that holds more is read again, whole,
+        // on the blocking pool, so a large scan never occupies a runtime worker for long.
+        let inline_limit = limit.map_or(INLINE_SCAN_KEYS, |l| l.min(INLINE_SCAN_KEYS));
+        let first = self
+            .inner
+            .shared
+            .read_inline(|reader| reader.scan(&range, Some(inline_limit)))?;
+        if !first.more || limit == Some(inline_limit) {
+            return Ok(first);
+        }
         self.inner
             .shared
             .read(move |reader| reader.scan(&range, limit))

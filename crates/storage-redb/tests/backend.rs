@@ -1,5 +1,6 @@
 //! Behaviour specific to the redb backend, beyond the shared conformance suite: persistence
-//! across reopen, group commit, corrupt records, file locking and release.
+//! across reopen, group commit, corrupt records, file locking and release, and scans on both
+//! sides of the inline-scan size.
 //!
 //! Where it sits: an integration test of `storage-redb`, beside `conformance.rs` (the shared
 //! suite) and `durability.rs` (crash tests); it may use redb directly to tamper with a file.
@@ -285,4 +286,52 @@ impl CloseBlocking for RedbStorage {
     fn close_blocking(self) {
         runtime().block_on(self.close()).expect("close");
     }
+}
+
+#[test]
+fn scans_small_and_large_return_every_key_in_order_with_their_limit() {
+    // Scans of up to 64 keys run on the calling thread and larger ones on the blocking pool:
+    // both sides of that line answer the same, with `more` set only when the limit cut keys.
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = RedbStorage::open(&dir.path().join("db.redb")).expect("open");
+        let ops = (0..200)
+            .map(|i| Op::Put {
+                key: format!("k/{i:03}").into_bytes(),
+                value: b"v".to_vec(),
+            })
+            .collect::<Vec<_>>();
+        let mut txn = Txn::new();
+        for op in ops {
+            txn = txn.then(op);
+        }
+        store.txn(txn).await.expect("txn");
+        let keys = |n: usize| -> Vec<Vec<u8>> {
+            (0..n).map(|i| format!("k/{i:03}").into_bytes()).collect()
+        };
+        for (limit, expected, more) in [
+            (None, 200, false),
+            (Some(10), 10, true),
+            (Some(64), 64, true),
+            (Some(65), 65, true),
+            (Some(199), 199, true),
+            (Some(200), 200, false),
+            (Some(1000), 200, false),
+        ] {
+            let scanned = store
+                .scan(KeyRange::prefix("k/"), limit)
+                .await
+                .expect("scan");
+            let got: Vec<Vec<u8>> = scanned.kvs.into_iter().map(|kv| kv.key).collect();
+            assert_eq!(got, keys(expected), "limit {limit:?}");
+            assert_eq!(scanned.more, more, "limit {limit:?}");
+            assert_eq!(scanned.revision, 1, "limit {limit:?}");
+        }
+        let few = store
+            .scan(KeyRange::prefix("k/00"), None)
+            .await
+            .expect("scan");
+        assert_eq!(few.kvs.len(), 10);
+        assert!(!few.more);
+    });
 }

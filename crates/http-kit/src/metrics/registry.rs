@@ -10,7 +10,8 @@
 //! - Label cardinality is bounded: the route is the matched route pattern (never the raw URI;
 //!   [`UNMATCHED_ROUTE`] when no route matched), the method one of a fixed set or `other`, the
 //!   status a status code.
-//! - Recording takes a shared lock and one per-series lock, never a lock held across an await.
+//! - Recording takes a shared lock and one per-series lock, never a lock held across an await,
+//!   and allocates nothing once its series exists.
 //! - A scrape of one service reports the process-wide sources and that service's request
 //!   figures, never another service's.
 
@@ -67,10 +68,15 @@ impl fmt::Debug for Metrics {
 /// One series per (route, method, status).
 type SeriesKey = (String, &'static str, u16);
 
-/// The request figures of one service.
+/// The series of one route, by (method, status).
+type RouteSeries = HashMap<(&'static str, u16), Mutex<Histogram>>;
+
+/// The request figures of one service: route → (method, status) → histogram. Keyed by route
+/// first so that recording looks a series up with the borrowed route (no allocation once the
+/// series exists).
 #[derive(Debug, Default)]
 struct ServiceRequests {
-    series: RwLock<HashMap<SeriesKey, Arc<Mutex<Histogram>>>>,
+    series: RwLock<HashMap<String, RouteSeries>>,
 }
 
 /// Where [`layers`](crate::layers) records one service's requests; from
@@ -135,24 +141,23 @@ impl RequestMetrics {
         status: StatusCode,
         elapsed: Duration,
     ) {
-        let key = (
-            route.unwrap_or(UNMATCHED_ROUTE).to_owned(),
-            method_label(method),
-            status.as_u16(),
-        );
-        let existing = read(&self.requests.series).get(&key).cloned();
-        let series = match existing {
-            Some(series) => series,
-            None => Arc::clone(
-                write(&self.requests.series)
-                    .entry(key)
-                    .or_insert_with(|| Arc::new(Mutex::new(Histogram::new(LATENCY_BUCKETS)))),
-            ),
-        };
-        series
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .observe(elapsed.as_secs_f64());
+        let route = route.unwrap_or(UNMATCHED_ROUTE);
+        let key = (method_label(method), status.as_u16());
+        let seconds = elapsed.as_secs_f64();
+        {
+            let series = read(&self.requests.series);
+            if let Some(histogram) = series.get(route).and_then(|route| route.get(&key)) {
+                lock(histogram).observe(seconds);
+                return;
+            }
+        }
+        let mut series = write(&self.requests.series);
+        let histogram = series
+            .entry(route.to_owned())
+            .or_default()
+            .entry(key)
+            .or_insert_with(|| Mutex::new(Histogram::new(LATENCY_BUCKETS)));
+        lock(histogram).observe(seconds);
     }
 }
 
@@ -162,12 +167,10 @@ fn request_families(service: &str, requests: Option<&ServiceRequests>) -> [Famil
         None => Vec::new(),
         Some(requests) => read(&requests.series)
             .iter()
-            .map(|(key, histogram)| {
-                let histogram = histogram
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                (key.clone(), histogram)
+            .flat_map(|(route, by_status)| {
+                by_status.iter().map(|(&(method, status), histogram)| {
+                    ((route.clone(), method, status), lock(histogram).clone())
+                })
             })
             .collect(),
     };
@@ -215,6 +218,10 @@ fn method_label(method: &Method) -> &'static str {
         "LIST" => "LIST",
         _ => "other",
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
