@@ -49,6 +49,18 @@ pub(crate) struct ServerConfig {
     pub(crate) scheduler: Option<ServiceBlock>,
     #[serde(default)]
     pub(crate) platform: Option<ServiceBlock>,
+    /// `storage "etcd" { ... }`: the store on etcd, for several servers (absent: the embedded
+    /// store in `data_dir`).
+    #[serde(default)]
+    pub(crate) storage: Option<StorageBlocks>,
+}
+
+/// The labelled `storage` blocks; only `etcd` exists (the embedded store needs no block).
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StorageBlocks {
+    #[serde(default)]
+    pub(crate) etcd: Option<storage_etcd::EtcdBlock>,
 }
 
 #[derive(Debug, Deserialize, PartialEq)]
@@ -210,7 +222,12 @@ fn plan_from(
                 .to_owned(),
         ));
     }
+    let storage = match config.storage.and_then(|blocks| blocks.etcd) {
+        None => wiring::StorageChoice::Embedded,
+        Some(block) => wiring::StorageChoice::Etcd(block.into_config(base).map_err(Error::Config)?),
+    };
     Ok(Plan {
+        storage,
         mode: "server",
         data_dir: DataDir::Kept(resolve(config.data_dir)),
         services,

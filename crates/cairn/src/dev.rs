@@ -69,6 +69,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         platform_public_registry,
         platform_encryption,
         scheduler_client: true,
+        storage: wiring::StorageChoice::Embedded,
     };
     wiring::run(plan).await
 }

@@ -11,7 +11,8 @@
 //!
 //! Invariants: the servers are owned by the `JoinSet` here and every background loop by the
 //! runner created here (with the embedded store this server always leads, so cluster-wide loops
-//! run at once); all are joined before the store closes; the banner's last line, `ready`, is
+//! run at once; with `storage "etcd"` the runner follows `storage_etcd::EtcdLeadership`, so they
+//! run on the elected server only, and a server resigns after its loops stopped); all are joined before the store closes; the banner's last line, `ready`, is
 //! printed only once every listener is bound (so it accepts connections).
 
 use std::fmt;
@@ -116,6 +117,17 @@ pub(crate) struct Plan {
     pub(crate) platform_encryption: PlatformEncryption,
     /// Whether a scheduler client (the job-running agent) runs in this process (`cairn dev`).
     pub(crate) scheduler_client: bool,
+    /// Which store: the embedded one in the data dir, or etcd (several servers).
+    pub(crate) storage: StorageChoice,
+}
+
+/// Where the store lives.
+#[derive(Debug)]
+pub(crate) enum StorageChoice {
+    /// redb in the data directory; this server always leads.
+    Embedded,
+    /// etcd, shared with the other servers of the cluster; leadership is elected through it.
+    Etcd(storage_etcd::EtcdConfig),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +174,8 @@ pub(crate) enum Error {
     Signals(std::io::Error),
     #[error("closing the store: {0}")]
     CloseStore(storage::Error),
+    #[error("cannot open the store on etcd: {0}")]
+    OpenEtcd(storage::Error),
 }
 
 /// Where the platform's encryption password (`platform::Config::encryption_password`) comes
@@ -220,6 +234,24 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
     std::fs::create_dir_all(&data_path).map_err(Error::DataDir)?;
     let store_path = data_path.join(STORE_FILE);
     let metrics = Metrics::new();
+    if let StorageChoice::Etcd(config) = &plan.storage {
+        let store = storage_etcd::EtcdStorage::open(config)
+            .await
+            .map_err(Error::OpenEtcd)?;
+        // This server campaigns under a name of its own; the key's value says who leads.
+        let id = format!("cairn-{}-{:08x}", std::process::id(), rand::random::<u32>());
+        let leadership = Arc::new(storage_etcd::EtcdLeadership::start(
+            store.client().clone(),
+            storage_etcd::LeadershipOptions::new(store.leader_key(), id),
+        ));
+        let storage: Arc<dyn Storage> = Arc::new(store);
+        let result = serve_all(&plan, storage.clone(), &metrics, leadership.clone()).await;
+        // Hand over at once rather than when the lease expires.
+        leadership.resign().await;
+        let closed = storage.close().await.map_err(Error::CloseStore);
+        drop(plan.data_dir);
+        return result.and(closed);
+    }
     let storage: Arc<dyn Storage> = {
         let path = store_path.clone();
         let opened = tokio::task::spawn_blocking(move || RedbStorage::open(&path))
@@ -237,13 +269,19 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
         Arc::new(opened)
     };
 
-    let result = serve_all(&plan, storage.clone(), &metrics).await;
+    let leadership = Arc::new(cluster::AlwaysLeader::new());
+    let result = serve_all(&plan, storage.clone(), &metrics, leadership).await;
     let closed = storage.close().await.map_err(Error::CloseStore);
     drop(plan.data_dir); // removes a temporary data dir, now that the store is closed
     result.and(closed)
 }
 
-async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) -> Result<(), Error> {
+async fn serve_all(
+    plan: &Plan,
+    storage: Arc<dyn Storage>,
+    metrics: &Metrics,
+    leadership: Arc<dyn cluster::Leadership>,
+) -> Result<(), Error> {
     let signals = Signals::install()?;
     let mut bound = Vec::new();
     for service in &plan.services {
@@ -274,8 +312,8 @@ async fn serve_all(plan: &Plan, storage: Arc<dyn Storage>, metrics: &Metrics) ->
     }
 
     let shutdown = CancellationToken::new();
-    // The embedded store has one server, which always leads.
-    let runner = cluster::Runner::embedded(shutdown.clone());
+    // With the embedded store this server always leads; on etcd, leadership is elected.
+    let runner = cluster::Runner::new(leadership, shutdown.clone());
     let mut tasks = JoinSet::new();
     let mut banner = vec![format!("cairn {}", plan.mode)];
     let mut urls = Vec::new();
