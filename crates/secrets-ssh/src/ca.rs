@@ -19,7 +19,11 @@
 //!   404.
 //!
 //! Invariants: the private key is stored in OpenSSH format and never answered; the public key
-//! is stored as an authorized_keys line ending in a newline.
+//! is stored as an authorized_keys line ending in a newline. The parsed private key is kept
+//! between signs ([`CaCache`]) and used only while storage holds exactly the bytes it was
+//! parsed from: a write, a delete or a restore behind the engine is seen by the next sign.
+
+use std::sync::{Arc, Mutex};
 
 use secrets_sdk::{Data, EngineError, EngineStorage, RawResponse, Response, fields};
 use serde_json::json;
@@ -28,8 +32,41 @@ use ssh_key::PrivateKey;
 use crate::store::{self, NamedKey};
 use crate::{bad, crypto, text};
 
+/// The CA's private key as last parsed, with the stored record it came from.
+#[derive(Debug, Default)]
+pub(crate) struct CaCache {
+    parsed: Mutex<Option<(Vec<u8>, Arc<PrivateKey>)>>,
+}
+
+impl CaCache {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Vec<u8>, Arc<PrivateKey>)>> {
+        // One immutable value behind the lock: a panic elsewhere leaves nothing half-done.
+        self.parsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, stored: &[u8]) -> Option<Arc<PrivateKey>> {
+        match &*self.slot() {
+            Some((bytes, key)) if bytes.as_slice() == stored => Some(key.clone()),
+            _ => None,
+        }
+    }
+
+    fn put(&self, stored: Vec<u8>, key: Arc<PrivateKey>) {
+        *self.slot() = Some((stored, key));
+    }
+
+    /// Drops the parsed key (after a write or delete: memory only, since an entry whose bytes
+    /// differ from storage's is never used).
+    pub(crate) fn clear(&self) {
+        *self.slot() = None;
+    }
+}
+
 pub(crate) async fn write(
     storage: &dyn EngineStorage,
+    cache: &CaCache,
     data: &Data,
 ) -> Result<Option<Response>, EngineError> {
     let public_key = text(data, "public_key")?;
@@ -100,6 +137,7 @@ pub(crate) async fn write(
     };
     store::put(storage, store::CA_PRIVATE_KEY, &private_record).await?;
     store::put(storage, store::CA_PUBLIC_KEY, &public_record).await?;
+    cache.clear();
     if generate_flag == Some(true) {
         let mut out = Data::new();
         out.insert("public_key".to_owned(), json!(public_line));
@@ -121,9 +159,13 @@ pub(crate) async fn read(storage: &dyn EngineStorage) -> Result<Option<Response>
     Ok(Some(Response::data(out)))
 }
 
-pub(crate) async fn delete(storage: &dyn EngineStorage) -> Result<Option<Response>, EngineError> {
+pub(crate) async fn delete(
+    storage: &dyn EngineStorage,
+    cache: &CaCache,
+) -> Result<Option<Response>, EngineError> {
     storage.delete(store::CA_PRIVATE_KEY).await?;
     storage.delete(store::CA_PUBLIC_KEY).await?;
+    cache.clear();
     Ok(None)
 }
 
@@ -144,14 +186,21 @@ pub(crate) async fn public_key(
     }))
 }
 
-/// The CA's private key, if one is configured.
+/// The CA's private key, if one is configured: parsed once per stored record.
 pub(crate) async fn signing_key(
     storage: &dyn EngineStorage,
-) -> Result<Option<PrivateKey>, EngineError> {
-    let Some(record) = store::get::<NamedKey>(storage, store::CA_PRIVATE_KEY).await? else {
+    cache: &CaCache,
+) -> Result<Option<Arc<PrivateKey>>, EngineError> {
+    let Some(bytes) = storage.get(store::CA_PRIVATE_KEY).await? else {
         return Ok(None);
     };
-    crypto::parse_private_key(&record.key)
-        .map(Some)
-        .map_err(|err| EngineError::Internal(format!("the stored CA key does not parse: {err}")))
+    if let Some(key) = cache.get(&bytes) {
+        return Ok(Some(key));
+    }
+    let record: NamedKey = store::decode(store::CA_PRIVATE_KEY, &bytes)?;
+    let key = crypto::parse_private_key(&record.key)
+        .map_err(|err| EngineError::Internal(format!("the stored CA key does not parse: {err}")))?;
+    let key = Arc::new(key);
+    cache.put(bytes, key.clone());
+    Ok(Some(key))
 }

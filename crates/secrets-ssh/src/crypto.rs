@@ -177,16 +177,25 @@ pub(crate) fn rsa_hash(algorithm_signer: &str) -> Option<Option<HashAlg>> {
 /// The CA as a certificate signer: the stored private key and, for RSA, the hash to sign with.
 #[derive(Debug)]
 pub(crate) struct CaSigner {
-    key: PrivateKey,
+    key: std::sync::Arc<PrivateKey>,
     rsa_hash: Option<HashAlg>,
 }
 
 impl CaSigner {
     /// `algorithm_signer` must be one [`rsa_hash`] knows; it matters only for an RSA CA.
-    pub(crate) fn new(key: PrivateKey, algorithm_signer: &str) -> Result<CaSigner, String> {
+    pub(crate) fn new(
+        key: std::sync::Arc<PrivateKey>,
+        algorithm_signer: &str,
+    ) -> Result<CaSigner, String> {
         let rsa_hash = rsa_hash(algorithm_signer)
             .ok_or_else(|| format!("unknown algorithm signer {algorithm_signer:?}"))?;
         Ok(CaSigner { key, rsa_hash })
+    }
+
+    /// Whether a signature takes long enough to belong on a blocking thread (RSA, ECDSA);
+    /// an Ed25519 signature takes tens of microseconds.
+    pub(crate) fn is_slow(&self) -> bool {
+        !matches!(self.key.key_data(), KeypairData::Ed25519(_))
     }
 }
 

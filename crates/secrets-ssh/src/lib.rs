@@ -54,6 +54,7 @@ pub fn factory(config: EngineConfig) -> Result<Arc<dyn Engine>, EngineError> {
         salt: otp::Salt::default(),
         verify_lock: tokio::sync::Mutex::new(()),
         host_locks: dynamic::HostLocks::default(),
+        ca: ca::CaCache::default(),
     }))
 }
 
@@ -66,6 +67,8 @@ pub(crate) struct SshEngine {
     /// Serialises OTP verification (lookup then delete).
     verify_lock: tokio::sync::Mutex<()>,
     host_locks: dynamic::HostLocks,
+    /// The CA's parsed private key (`ca.rs`).
+    ca: ca::CaCache,
 }
 
 /// A 400 with Vault's message.
@@ -154,8 +157,8 @@ impl Engine for SshEngine {
                 otp::verify(storage, &self.salt, &self.verify_lock, data).await
             }
             ("config/ca", Operation::Read) => ca::read(storage).await,
-            ("config/ca", _) if is_write(op) => ca::write(storage, data).await,
-            ("config/ca", Operation::Delete) => ca::delete(storage).await,
+            ("config/ca", _) if is_write(op) => ca::write(storage, &self.ca, data).await,
+            ("config/ca", Operation::Delete) => ca::delete(storage, &self.ca).await,
             ("public_key", Operation::Read) => ca::public_key(storage).await,
             ("config/zeroaddress" | "lookup" | "verify" | "config/ca" | "public_key", _) => {
                 Err(EngineError::UnsupportedOperation)

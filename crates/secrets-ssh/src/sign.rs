@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use secrets_sdk::{Data, EngineError, MountTtls, Request, Response, fields};
 use serde_json::{Value, json};
+use ssh_key::Certificate;
 use ssh_key::certificate::{Builder, CertType};
 use ssh_key::public::KeyData;
 
@@ -96,17 +97,18 @@ pub(crate) async fn sign(
     let ttl = ttl(data, &role, request.ttls)?;
     let critical_options = critical_options(data, &role)?;
     let extensions = extensions(data, &role)?;
-    let Some(ca_key) = ca::signing_key(storage).await? else {
+    let Some(ca_key) = ca::signing_key(storage, &engine.ca).await? else {
         return Err(bad("keys haven't been configured yet"));
     };
     let signer = CaSigner::new(ca_key, &role.algorithm_signer).map_err(bad)?;
+    let slow = signer.is_slow();
 
     let now = engine.clock.now_ms().div_euclid(1000).max(0) as u64;
     let valid_after = now.saturating_sub(role.not_before_duration);
     let valid_before = now.saturating_add(ttl.as_secs());
     let serial = crypto::random_u64();
     let key = key.clone();
-    let certificate = tokio::task::spawn_blocking(move || {
+    let build = move || -> Result<Certificate, ssh_key::Error> {
         let mut builder =
             Builder::new_with_random_nonce(&mut crypto::rng(), key, valid_after, valid_before)?;
         builder.serial(serial)?;
@@ -125,10 +127,19 @@ pub(crate) async fn sign(
             builder.extension(name, value)?;
         }
         builder.sign(&signer)
-    })
-    .await
-    .map_err(|err| EngineError::Internal(format!("signing stopped: {err}")))?
-    .map_err(|err| EngineError::Internal(format!("failed to generate signed SSH key: {err}")))?;
+    };
+    // RSA and ECDSA signatures run on a blocking thread; an Ed25519 one is cheaper than the
+    // hand-off.
+    let signed = if slow {
+        tokio::task::spawn_blocking(build)
+            .await
+            .map_err(|err| EngineError::Internal(format!("signing stopped: {err}")))?
+    } else {
+        build()
+    };
+    let certificate = signed.map_err(|err| {
+        EngineError::Internal(format!("failed to generate signed SSH key: {err}"))
+    })?;
     let line = certificate.to_openssh().map_err(|err| {
         EngineError::Internal(format!("error marshaling signed certificate: {err}"))
     })?;

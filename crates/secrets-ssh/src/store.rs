@@ -138,8 +138,12 @@ pub(crate) async fn get<T: DeserializeOwned>(
     let Some(bytes) = storage.get(key).await? else {
         return Ok(None);
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
+    decode(key, &bytes).map(Some)
+}
+
+/// Decodes the record `bytes` read from `key`.
+pub(crate) fn decode<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, EngineError> {
+    serde_json::from_slice(bytes)
         .map_err(|err| EngineError::Internal(format!("record {key:?} does not decode: {err}")))
 }
 

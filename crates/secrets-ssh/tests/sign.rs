@@ -397,3 +397,48 @@ async fn sign_refuses_what_vault_refuses() {
         "role is not configured to allow any principals"
     );
 }
+
+#[tokio::test]
+async fn each_sign_uses_the_ca_configured_at_that_moment() {
+    // The engine keeps the parsed CA key between signs; a replaced or deleted CA must be
+    // seen by the very next sign.
+    let f = fixture();
+    user_role(&f, json!({})).await;
+    let user = keygen("ed25519", None);
+    let signed_by = |line: &str| -> ssh_key::public::KeyData {
+        let certificate = ssh_key::Certificate::from_openssh(line.trim()).unwrap();
+        certificate.signature_key().clone()
+    };
+    let public_of = |line: &str| -> ssh_key::public::KeyData {
+        ssh_key::PublicKey::from_openssh(line.trim())
+            .unwrap()
+            .key_data()
+            .clone()
+    };
+    let first = f.ca("ed25519").await;
+    for _ in 0..2 {
+        let signed = f
+            .write("sign/users", json!({"public_key": user.public}))
+            .await;
+        assert_eq!(
+            signed_by(signed["signed_key"].as_str().unwrap()),
+            public_of(&first)
+        );
+    }
+    f.call(Operation::Delete, "config/ca", Value::Null)
+        .await
+        .unwrap();
+    assert_eq!(
+        f.refused("sign/users", json!({"public_key": user.public}))
+            .await,
+        "keys haven't been configured yet"
+    );
+    let second = f.ca("rsa").await;
+    assert_ne!(public_of(&first), public_of(&second));
+    let signed = f
+        .write("sign/users", json!({"public_key": user.public}))
+        .await;
+    let line = signed["signed_key"].as_str().unwrap();
+    assert_eq!(signed_by(line), public_of(&second));
+    describe_certificate(line);
+}
