@@ -16,6 +16,10 @@
 //!   (signature checked) and signing the same leaf;
 //! - key generation alone in-process, to show how much of the limit it is.
 //!
+//! First, once: the floor of an authenticated request to the same mount, `GET roles/<name>`
+//! (token lookup, policy, routing, one encrypted read, a JSON answer; no crypto), with no
+//! anchor (`pki-floor-role-read`): what any `issue` costs on top of its crypto at least.
+//!
 //! Output: one `RESULT` line per scenario on stdout (format in `cairn_bench::engine_load::
 //! print_result`); progress on stderr. The mount is removed at the end.
 //!
@@ -331,6 +335,44 @@ async fn key_type_scenarios(
     Ok(())
 }
 
+/// The floor: `GET roles/floor` over HTTP, an authenticated read of one small record.
+async fn floor(
+    args: &Args,
+    target: &Target,
+    timing: Timing,
+    mount: &str,
+    admin: &mut Conn,
+) -> Result<(), String> {
+    let path = format!("{mount}/roles/floor");
+    admin
+        .ok(
+            Method::POST,
+            &path,
+            json!({"allowed_domains": "example.com", "allow_subdomains": true, "ttl": "1h"}),
+        )
+        .await?;
+    eprintln!("pki_bench: floor: GET roles/floor over HTTP");
+    let measured = drive_http(
+        target,
+        &args.token,
+        args.conns,
+        timing,
+        args.server_pid,
+        move |mut conn: Conn| {
+            let path = path.clone();
+            async move {
+                let ok = conn.call(Method::GET, &path, &Value::Null).await.is_ok_and(
+                    |(status, answer)| status == 200 && answer["data"]["ttl"].is_number(),
+                );
+                (conn, ok)
+            }
+        },
+    )
+    .await?;
+    print_result("pki-floor-role-read", &measured, None);
+    Ok(())
+}
+
 async fn bench(args: &Args) -> Result<(), String> {
     let target = Target::parse(&args.url).map_err(|err| err.to_string())?;
     let key_types = args
@@ -358,12 +400,12 @@ async fn bench(args: &Args) -> Result<(), String> {
             json!({"type": "pki"}),
         )
         .await?;
-    let mut outcome = Ok(());
+    let mut outcome = floor(args, &target, timing, &mount, &mut admin).await;
     for key_type in key_types {
-        outcome = key_type_scenarios(args, &target, timing, &mount, key_type).await;
         if outcome.is_err() {
             break;
         }
+        outcome = key_type_scenarios(args, &target, timing, &mount, key_type).await;
     }
     eprintln!("pki_bench: unmounting {mount}");
     // The first connection has idled through the measurements.
