@@ -301,3 +301,105 @@ async fn gc_removes_a_terminal_allocations_directory_and_refuses_a_live_one() {
     let (status, body) = cluster.send("PUT", "/v1/client/gc", None).await;
     assert_eq!(status, 200, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_file_reports_truncation_and_deletion() {
+    let cluster = Cluster::start(false).await;
+    // Each change waits for a signal the test sends, so no change races the stream. The
+    // rewritten file is shorter than the stream's offset, which is how truncation shows.
+    let script = "cd $NOMAD_TASK_DIR; echo one > f; \
+                  trap ': > f; echo 2 >> f' USR1; trap 'rm f' USR2; \
+                  echo ready; while :; do sleep 0.1; done";
+    let alloc_id = cluster.run_job(shell_job("truncated", script)).await;
+    cluster
+        .poll("the file written", || async {
+            plain_log(&cluster, &alloc_id)
+                .await
+                .contains("ready")
+                .then_some(())
+        })
+        .await;
+    let mut response = cluster
+        .http
+        .get(cluster.url(&format!("/v1/client/fs/stream/{alloc_id}?path=t/local/f")))
+        .send()
+        .await
+        .expect("the stream");
+    assert_eq!(response.status(), 200);
+    let signal = |name: &'static str| {
+        let path = format!("/v1/client/allocation/{alloc_id}/signal");
+        let cluster = &cluster;
+        async move {
+            let body = json!({ "Signal": name, "Task": "t" });
+            let (status, text) = cluster.send("POST", &path, Some(&body)).await;
+            assert_eq!(status, 200, "{text}");
+        }
+    };
+    let mut frames: Vec<Value> = Vec::new();
+    let mut sent = 0;
+    let started = std::time::Instant::now();
+    loop {
+        assert!(started.elapsed() < Duration::from_secs(30), "{frames:?}");
+        let chunk = tokio::time::timeout(Duration::from_secs(15), response.chunk())
+            .await
+            .expect("a frame within 15 s")
+            .expect("the stream");
+        let Some(chunk) = chunk else { break };
+        for frame in serde_json::Deserializer::from_slice(&chunk).into_iter::<Value>() {
+            frames.push(frame.expect("whole frames"));
+        }
+        let truncated = frames.iter().any(|f| f["FileEvent"] == "file truncated");
+        // Truncate once "one" was seen, delete once the truncation was.
+        if sent == 0 && !frames.is_empty() {
+            sent = 1;
+            signal("SIGUSR1").await;
+        } else if sent == 1 && truncated {
+            sent = 2;
+            signal("SIGUSR2").await;
+        }
+    }
+    let events: Vec<&str> = frames
+        .iter()
+        .filter_map(|frame| frame["FileEvent"].as_str())
+        .collect();
+    assert_eq!(events, vec!["file truncated", "file deleted"], "{frames:?}");
+    let truncated = frames
+        .iter()
+        .position(|frame| frame["FileEvent"] == "file truncated")
+        .expect("the truncation");
+    let after: Vec<u8> = frames[truncated..]
+        .iter()
+        .filter_map(|frame| frame["Data"].as_str())
+        .flat_map(|data| {
+            base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .expect("base64")
+        })
+        .collect();
+    assert_eq!(after, b"2\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_and_gc_follow_the_acl_rules() {
+    let mut cluster = Cluster::start(true).await;
+    let alloc_id = cluster.run_job(shell_job("guarded", "sleep 600")).await;
+    let reader = cluster
+        .token_with("reader", r#"namespace "default" { policy = "read" }"#)
+        .await;
+    let node_reader = cluster
+        .token_with("node-reader", r#"node { policy = "read" }"#)
+        .await;
+    let stats = format!("/v1/client/allocation/{alloc_id}/stats");
+    let gc = format!("/v1/client/allocation/{alloc_id}/gc");
+    cluster.token = Some(reader);
+    assert_eq!(cluster.send("GET", &stats, None).await.0, 200);
+    assert_eq!(cluster.send("GET", &gc, None).await.0, 403);
+    assert_eq!(cluster.send("GET", "/v1/client/stats", None).await.0, 403);
+    assert_eq!(cluster.send("GET", "/v1/client/gc", None).await.0, 403);
+    cluster.token = Some(node_reader);
+    assert_eq!(cluster.send("GET", &stats, None).await.0, 403);
+    assert_eq!(cluster.send("GET", "/v1/client/stats", None).await.0, 200);
+    assert_eq!(cluster.send("GET", "/v1/client/gc", None).await.0, 403);
+    cluster.token = None;
+    assert_eq!(cluster.send("GET", "/v1/client/stats", None).await.0, 403);
+}
