@@ -99,8 +99,8 @@ pub(crate) enum Credential {
 pub(crate) struct Client {
     pub(crate) kind: Kind,
     db: Db,
-    /// Serialises PostgreSQL's default revocation: its `REVOKE ... ON DATABASE` rewrites the
-    /// database's catalog row, and two at once fail with "tuple concurrently updated".
+    /// Serialises PostgreSQL's default revocations of this client, so that at most one of its
+    /// connections waits for the advisory lock (`pg_default_delete`).
     default_revocations: tokio::sync::Mutex<()>,
 }
 
@@ -627,55 +627,81 @@ impl Client {
 
     /// Upstream's default PostgreSQL revocation: if the role exists, revoke what it was
     /// granted on the database and every schema, then drop it.
+    ///
+    /// `REVOKE ... ON DATABASE` rewrites the database's catalog row, and two transactions
+    /// doing it at once fail with "tuple concurrently updated". So the revocation runs in one
+    /// transaction holding a transaction-level advisory lock ([`PG_REVOCATION_LOCK`]), which
+    /// serialises it against every other cairn client of the database (other mounts, other
+    /// servers), and is retried a few times when a statement outside cairn's control (a
+    /// `GRANT ... ON DATABASE` in someone's creation statements) still collides.
     async fn pg_default_delete(&self, username: &str) -> Result<(), String> {
         let Db::Postgres(pool) = &self.db else {
             return Err("not PostgreSQL".to_owned());
         };
-        let work = async {
-            let _one_at_a_time = self.default_revocations.lock().await;
-            let exists: Option<(String,)> =
-                sqlx::query_as("SELECT rolname::text FROM pg_roles WHERE rolname = $1")
-                    .bind(username)
-                    .fetch_optional(pool)
-                    .await?;
-            if exists.is_none() {
-                return Ok(());
-            }
-            let (database,): (String,) = sqlx::query_as("SELECT current_database()::text")
-                .fetch_one(pool)
-                .await?;
-            let schemas: Vec<(String,)> = sqlx::query_as(
-                "SELECT nspname::text FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname <> 'information_schema'",
-            )
-            .fetch_all(pool)
-            .await?;
-            let user = quote_ident(username);
-            let mut tx = pool.begin().await?;
-            for (schema,) in &schemas {
-                let schema = quote_ident(schema);
-                for q in [
-                    format!("REVOKE ALL PRIVILEGES ON ALL TABLES IN SCHEMA {schema} FROM {user}"),
-                    format!(
-                        "REVOKE ALL PRIVILEGES ON ALL SEQUENCES IN SCHEMA {schema} FROM {user}"
-                    ),
-                    format!("REVOKE USAGE ON SCHEMA {schema} FROM {user}"),
-                ] {
-                    sqlx::raw_sql(AssertSqlSafe(q)).execute(&mut *tx).await?;
+        // One waiting connection per client at most; the advisory lock does the rest.
+        let _one_at_a_time = self.default_revocations.lock().await;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match bounded("postgresql", pg_revoke_and_drop(pool, username)).await {
+                Err(err) if attempt < 5 && err.contains("tuple concurrently updated") => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
                 }
+                outcome => return outcome,
             }
-            for q in [
-                format!(
-                    "REVOKE ALL ON DATABASE {} FROM {user}",
-                    quote_ident(&database)
-                ),
-                format!("DROP ROLE IF EXISTS {user}"),
-            ] {
-                sqlx::raw_sql(AssertSqlSafe(q)).execute(&mut *tx).await?;
-            }
-            tx.commit().await
-        };
-        bounded("postgresql", work).await
+        }
     }
+}
+
+/// The advisory lock key cairn's default PostgreSQL revocations take (an arbitrary constant:
+/// "cairn" in ASCII).
+const PG_REVOCATION_LOCK: i64 = 0x63_61_69_72_6e;
+
+/// One attempt at the default revocation, in one transaction: lock, look the role up, revoke
+/// its privileges on every schema and the database, drop it.
+async fn pg_revoke_and_drop(pool: &PgPool, username: &str) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(PG_REVOCATION_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    let exists: Option<(String,)> =
+        sqlx::query_as("SELECT rolname::text FROM pg_roles WHERE rolname = $1")
+            .bind(username)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if exists.is_none() {
+        return tx.commit().await;
+    }
+    let (database,): (String,) = sqlx::query_as("SELECT current_database()::text")
+        .fetch_one(&mut *tx)
+        .await?;
+    let schemas: Vec<(String,)> = sqlx::query_as(
+        "SELECT nspname::text FROM pg_namespace WHERE nspname NOT LIKE 'pg_%' AND nspname <> 'information_schema'",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    let user = quote_ident(username);
+    for (schema,) in &schemas {
+        let schema = quote_ident(schema);
+        for q in [
+            format!("REVOKE ALL PRIVILEGES ON ALL TABLES IN SCHEMA {schema} FROM {user}"),
+            format!("REVOKE ALL PRIVILEGES ON ALL SEQUENCES IN SCHEMA {schema} FROM {user}"),
+            format!("REVOKE USAGE ON SCHEMA {schema} FROM {user}"),
+        ] {
+            sqlx::raw_sql(AssertSqlSafe(q)).execute(&mut *tx).await?;
+        }
+    }
+    for q in [
+        format!(
+            "REVOKE ALL ON DATABASE {} FROM {user}",
+            quote_ident(&database)
+        ),
+        format!("DROP ROLE IF EXISTS {user}"),
+    ] {
+        sqlx::raw_sql(AssertSqlSafe(q)).execute(&mut *tx).await?;
+    }
+    tx.commit().await
 }
 
 fn quote_ident(name: &str) -> String {

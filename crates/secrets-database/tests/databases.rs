@@ -988,26 +988,31 @@ async fn a_cron_schedule_rotates_when_due_inside_its_window_and_waits_for_the_ne
 #[tokio::test]
 async fn concurrent_default_revocations_on_postgres_all_succeed() {
     let f = fixture();
-    let role = unique("pgconc");
-    f.write(
-        "config/pg",
-        json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*", "max_open_connections": 8}),
-    )
-    .await;
-    f.write(
-        &format!("roles/{role}"),
-        json!({"db_name": "pg", "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}';"], "default_ttl": "1h"}),
-    )
-    .await;
+    // Two connections (two clients, as two mounts or two servers would have), four users each.
+    let mut roles = Vec::new();
+    for connection in ["pg", "pg2"] {
+        f.write(
+            &format!("config/{connection}"),
+            json!({"plugin_name": "postgresql-database-plugin", "connection_url": PG_URL, "allowed_roles": "*", "max_open_connections": 8}),
+        )
+        .await;
+        let role = unique("pgconc");
+        f.write(
+            &format!("roles/{role}"),
+            json!({"db_name": connection, "creation_statements": ["CREATE ROLE \"{{name}}\" WITH LOGIN PASSWORD '{{password}}';"], "default_ttl": "1h"}),
+        )
+        .await;
+        roles.push(role);
+    }
     let mut leases = Vec::new();
-    for _ in 0..8 {
-        let issued = f.read(&format!("creds/{role}")).await;
+    for i in 0..8 {
+        let issued = f.read(&format!("creds/{}", roles[i % 2])).await;
         let user = issued["data"]["username"].as_str().unwrap().to_owned();
         leases.push((user, f.lease(&issued)));
     }
     // The plugin's default revocation (revoke on the database and every schema, then drop),
-    // eight at once: PostgreSQL refuses concurrent updates of the database's ACL row, so the
-    // engine must not issue them concurrently.
+    // eight at once through two clients: PostgreSQL refuses concurrent updates of the
+    // database's ACL row, so the engine must serialise them across clients.
     let revocations: Vec<_> = leases
         .iter()
         .map(|(_, lease)| {
