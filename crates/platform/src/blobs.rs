@@ -1,7 +1,11 @@
-//! The blob store: large binary objects (configuration archives; later module tarballs) kept in
-//! a local directory (`<data-dir>/blobs` under `cairn`), never in the key-value store. Reads,
-//! deletes and listings go through `object_store`'s local store; uploads are written by
-//! [`BlobStore::put_stream`] itself, which keeps the disk busy while the body still arrives.
+//! The blob store: large binary objects (configuration archives and module tarballs) kept
+//! outside the key-value store, in one of two places: a directory (`<data-dir>/blobs` under
+//! `cairn` by default, or a directory every server shares) or an S3-compatible bucket
+//! ([`S3Blobs`]; several servers over etcd need one of the two shared places, since a blob on
+//! one server's disk is invisible to the others). Reads, deletes and listings go through
+//! `object_store` for both; into a directory, uploads are written by [`BlobStore::put_stream`]
+//! itself, which keeps the disk busy while the body still arrives; into a bucket, a body under
+//! [`PART_SIZE`] is one PUT and a larger one a multipart upload of [`PART_SIZE`] parts.
 //!
 //! Where it sits: handlers stream request bodies in with [`BlobStore::put_stream`] and serve
 //! blobs with [`BlobStore::open`] (downloads); the stored records under `platform/` name each
@@ -13,19 +17,23 @@
 //!   back-pressured beyond that; a tap such as the archive check has its own bounded queue),
 //!   and the writer appends each one to the blob's file. Blocks are recycled within an upload.
 //! - Keys are fresh: [`BlobStore::put_stream`] creates its key's file and never writes over an
-//!   existing one. When it returns `Ok`, the blob is complete and durable (its data synced, and
+//!   existing one (in a bucket, callers' keys carry a fresh random id: S3 has no portable
+//!   create-only PUT). When it returns `Ok`, the blob is complete and durable (its data synced, and
 //!   every directory whose entries it changed: its own and any created for it); until then the
 //!   file is partial and no record names the key (the caller writes the record afterwards).
 //!   While the body streams, the writer syncs those directories and, every [`SYNC_STRIDE`]
 //!   bytes, the data written so far, in the background (one sync at a time), so the disk
 //!   writes during the upload and the final sync only flushes the tail.
 //! - An upload larger than the limit, a failing body, or a request that goes away stops the
-//!   writer, which removes the file; nothing is left behind under the key.
+//!   writer, which removes the file (in a bucket: aborts the multipart upload, or never sends
+//!   the single PUT); nothing is left behind under the key. In a bucket an upload holds at
+//!   most [`PART_SIZE`] bytes plus [`PART_CONCURRENCY`] parts in flight in memory.
 //! - Nothing is hashed on the upload path: callers that need to recognize a repeated upload
 //!   compare blobs ([`BlobStore::same_content`]) or hash one ([`BlobStore::sha256`]) when the
 //!   repeat happens, which is rare.
 //! - The directory is created on first use; a failure to create it is a server error reported
-//!   at that use (and retried at the next), never a panic at start.
+//!   at that use (and retried at the next), never a panic at start. A bucket is not checked at
+//!   start either: a missing bucket or bad credentials fail each use with a 500 naming them.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -37,9 +45,14 @@ use aws_lc_rs::digest;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as BlobPath;
-use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt};
+use object_store::prefix::PrefixStore;
+use object_store::{
+    BackoffConfig, ClientOptions, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload,
+    RetryConfig, WriteMultipart,
+};
 use tokio::sync::{OnceCell, mpsc};
 
 /// The default upper bound of one upload: 100 MiB.
@@ -59,6 +72,91 @@ const DOWNLOAD_CHUNK: usize = 64 * 1024;
 
 /// The read buffer for comparing and hashing stored blobs.
 const READ_CHUNK: usize = 256 * 1024;
+
+/// In a bucket: a body up to this size is one PUT, a larger one a multipart upload in parts of
+/// this size (S3's smallest part but the last).
+pub(crate) const PART_SIZE: usize = 5 * 1024 * 1024;
+
+/// In a bucket: how many parts of one upload may be in flight at once.
+const PART_CONCURRENCY: usize = 2;
+
+/// An S3-compatible bucket that holds the platform's blobs (`cairn server`'s
+/// `object_store "s3"` block).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct S3Blobs {
+    pub bucket: String,
+    /// `http(s)://host:port` of an S3-compatible service (MinIO, Ceph, moto); `None`: AWS.
+    pub endpoint: Option<String>,
+    /// Default `us-east-1`.
+    pub region: Option<String>,
+    /// With `secret_access_key`; `None`: the AWS_* environment or the instance's role.
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    /// Prepended to every key (`cairn/` keeps blobs under `cairn/...` in a shared bucket).
+    pub prefix: String,
+}
+
+impl fmt::Debug for S3Blobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Blobs")
+            .field("bucket", &self.bucket)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field(
+                "secret_access_key",
+                &self.secret_access_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl S3Blobs {
+    /// `s3://bucket/prefix`, for messages.
+    pub fn describe(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix.trim_matches('/'))
+    }
+
+    fn build(&self) -> Result<Arc<dyn ObjectStore>, BlobError> {
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(&self.bucket)
+            .with_region(self.region.as_deref().unwrap_or("us-east-1"))
+            // A few quick retries: a request waits on them, so an unreachable store fails
+            // within seconds instead of the client's default three minutes.
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: 3,
+                retry_timeout: std::time::Duration::from_secs(15),
+            });
+        let mut allow_http = false;
+        if let Some(endpoint) = &self.endpoint {
+            allow_http = endpoint.starts_with("http://");
+            builder = builder.with_endpoint(endpoint);
+        }
+        if let Some(id) = &self.access_key_id {
+            builder = builder.with_access_key_id(id);
+        }
+        if let Some(secret) = &self.secret_access_key {
+            builder = builder.with_secret_access_key(secret);
+        }
+        let bucket = builder
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(allow_http)
+                    .with_timeout(std::time::Duration::from_secs(60))
+                    .with_connect_timeout(std::time::Duration::from_secs(5)),
+            )
+            .build()
+            .map_err(BlobError::Store)?;
+        let prefix = self.prefix.trim_matches('/');
+        Ok(if prefix.is_empty() {
+            Arc::new(bucket)
+        } else {
+            Arc::new(PrefixStore::new(bucket, prefix))
+        })
+    }
+}
 
 /// Why a blob operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -135,9 +233,20 @@ impl BlobContent {
 /// The platform's blob store; cheap to share behind the platform state.
 #[derive(Debug)]
 pub(crate) struct BlobStore {
-    dir: PathBuf,
     max_upload_bytes: u64,
-    store: OnceCell<Arc<LocalFileSystem>>,
+    backend: Backend,
+}
+
+/// Where the blobs are.
+#[derive(Debug)]
+enum Backend {
+    /// A directory (created on first use), written by this module's own writer thread.
+    Dir {
+        dir: PathBuf,
+        store: OnceCell<Arc<LocalFileSystem>>,
+    },
+    /// An object store reached over the network (an S3-compatible bucket).
+    Remote(Arc<dyn ObjectStore>),
 }
 
 /// A block of an upload's bytes, shared by the writer and a tap (the archive check). Dropping
@@ -209,10 +318,21 @@ impl BlobStore {
     /// A store rooted in `dir` (created on first use) refusing uploads over `max_upload_bytes`.
     pub(crate) fn new(dir: PathBuf, max_upload_bytes: u64) -> BlobStore {
         BlobStore {
-            dir,
             max_upload_bytes,
-            store: OnceCell::new(),
+            backend: Backend::Dir {
+                dir,
+                store: OnceCell::new(),
+            },
         }
+    }
+
+    /// A store in an S3-compatible bucket; an error only for a configuration the client
+    /// refuses (a bad endpoint URL), never for an unreachable service.
+    pub(crate) fn s3(bucket: &S3Blobs, max_upload_bytes: u64) -> Result<BlobStore, BlobError> {
+        Ok(BlobStore {
+            max_upload_bytes,
+            backend: Backend::Remote(bucket.build()?),
+        })
     }
 
     /// The largest upload [`BlobStore::put_stream`] accepts, in bytes.
@@ -220,34 +340,50 @@ impl BlobStore {
         self.max_upload_bytes
     }
 
-    async fn store(&self) -> Result<&Arc<LocalFileSystem>, BlobError> {
-        self.store
+    /// The directory's store (created on first use); `None` for a remote store.
+    async fn local(&self) -> Result<Option<&Arc<LocalFileSystem>>, BlobError> {
+        let Backend::Dir { dir, store } = &self.backend else {
+            return Ok(None);
+        };
+        store
             .get_or_try_init(|| async {
-                if self.dir.as_os_str().is_empty() {
+                if dir.as_os_str().is_empty() {
                     return Err(BlobError::NotConfigured);
                 }
                 let directory = |reason: String| BlobError::Directory {
-                    path: self.dir.clone(),
+                    path: dir.clone(),
                     reason,
                 };
-                tokio::fs::create_dir_all(&self.dir)
+                tokio::fs::create_dir_all(dir)
                     .await
                     .map_err(|err| directory(err.to_string()))?;
-                let local = LocalFileSystem::new_with_prefix(&self.dir)
+                let local = LocalFileSystem::new_with_prefix(dir)
                     .map_err(|err| directory(err.to_string()))?
                     .with_fsync(true)
                     .with_automatic_cleanup(true);
                 Ok(Arc::new(local))
             })
             .await
+            .map(Some)
     }
 
-    /// The file that holds blob `key`.
-    async fn file_path(&self, key: &str) -> Result<PathBuf, BlobError> {
-        Ok(self
-            .store()
-            .await?
-            .path_to_filesystem(&BlobPath::from(key))?)
+    /// The object store behind either backend.
+    async fn store(&self) -> Result<Arc<dyn ObjectStore>, BlobError> {
+        match &self.backend {
+            Backend::Remote(store) => Ok(Arc::clone(store)),
+            Backend::Dir { .. } => {
+                let local = self.local().await?.ok_or(BlobError::NotConfigured)?;
+                Ok(Arc::clone(local) as Arc<dyn ObjectStore>)
+            }
+        }
+    }
+
+    /// The file that holds blob `key`; `None` in a remote store.
+    async fn file_path(&self, key: &str) -> Result<Option<PathBuf>, BlobError> {
+        match self.local().await? {
+            Some(local) => Ok(Some(local.path_to_filesystem(&BlobPath::from(key))?)),
+            None => Ok(None),
+        }
     }
 
     /// Streams `body` into the new blob `key` and returns its size once the blob is durable.
@@ -265,9 +401,17 @@ impl BlobStore {
         S: Stream<Item = Result<Bytes, E>> + Send,
         E: fmt::Display,
     {
-        let path = self.file_path(key).await?;
         let (commands, queue) = mpsc::channel(WRITE_QUEUE);
-        let writer = tokio::task::spawn_blocking(move || write_blob(queue, &path));
+        let writer = match self.file_path(key).await? {
+            Some(path) => tokio::task::spawn_blocking(move || write_blob(queue, &path)),
+            // A task of its own: when this future is dropped midway, it still sees the queue
+            // close and aborts the upload.
+            None => tokio::spawn(write_remote(
+                queue,
+                self.store().await?,
+                BlobPath::from(key),
+            )),
+        };
         let pool = Arc::new(BlockPool::default());
         let mut filling = pool.take();
         let mut size: u64 = 0;
@@ -330,15 +474,57 @@ impl BlobStore {
         }
     }
 
-    /// Whether blobs `a` and `b` hold the same bytes (read back and compared).
+    /// The content of blob `key` as a file positioned at its start, or `None` when there is
+    /// no such blob: the stored file itself in a directory, a private temporary copy of a
+    /// remote blob otherwise (for readers that need to rewind, such as the module parser).
+    pub(crate) async fn open_file(&self, key: &str) -> Result<Option<File>, BlobError> {
+        let stream = match self.open(key).await? {
+            None => return Ok(None),
+            Some(BlobContent::File(file)) => return Ok(Some(file)),
+            Some(BlobContent::Stream(stream)) => stream,
+        };
+        let spool =
+            blocking(|| tempfile::tempfile().map_err(BlobError::file(Path::new("tmp")))).await?;
+        let mut spool = tokio::fs::File::from_std(spool);
+        let mut stream = stream;
+        while let Some(chunk) = stream.try_next().await? {
+            tokio::io::AsyncWriteExt::write_all(&mut spool, &chunk)
+                .await
+                .map_err(BlobError::file(Path::new(key)))?;
+        }
+        let mut spool = spool.into_std().await;
+        io::Seek::rewind(&mut spool).map_err(BlobError::file(Path::new(key)))?;
+        Ok(Some(spool))
+    }
+
+    /// Whether blobs `a` and `b` hold the same bytes (read back and compared; in a remote
+    /// store, their sizes and then their SHA-256 digests).
     pub(crate) async fn same_content(&self, a: &str, b: &str) -> Result<bool, BlobError> {
-        let (a, b) = (self.file_path(a).await?, self.file_path(b).await?);
-        blocking(move || same_files(&a, &b)).await
+        if let (Some(a), Some(b)) = (self.file_path(a).await?, self.file_path(b).await?) {
+            return blocking(move || same_files(&a, &b)).await;
+        }
+        let store = self.store().await?;
+        let (meta_a, meta_b) = (
+            store.head(&BlobPath::from(a)).await?,
+            store.head(&BlobPath::from(b)).await?,
+        );
+        if meta_a.size != meta_b.size {
+            return Ok(false);
+        }
+        Ok(self.sha256(a).await? == self.sha256(b).await?)
     }
 
     /// The SHA-256 of blob `key`, lowercase hex (read back).
     pub(crate) async fn sha256(&self, key: &str) -> Result<String, BlobError> {
-        let path = self.file_path(key).await?;
+        let Some(path) = self.file_path(key).await? else {
+            let store = self.store().await?;
+            let mut stream = store.get(&BlobPath::from(key)).await?.into_stream();
+            let mut context = digest::Context::new(&digest::SHA256);
+            while let Some(chunk) = stream.try_next().await? {
+                context.update(&chunk);
+            }
+            return Ok(stdx::hex::encode(context.finish().as_ref()));
+        };
         blocking(move || {
             let mut file = File::open(&path).map_err(BlobError::file(&path))?;
             let mut context = digest::Context::new(&digest::SHA256);
@@ -410,6 +596,75 @@ async fn blocking<T: Send + 'static>(
             path: PathBuf::new(),
             reason: format!("the blob task failed: {err}"),
         })?
+}
+
+/// The writer of one upload into a remote store: buffers blocks until [`PART_SIZE`] bytes
+/// arrived, then switches to a multipart upload of [`PART_SIZE`] parts (at most
+/// [`PART_CONCURRENCY`] in flight, which back-pressures the queue); at
+/// [`WriteCommand::Finish`] completes it, or PUTs the buffered body whole when it stayed
+/// small. A queue closed without `Finish`, or a failing part, aborts the multipart upload.
+async fn write_remote(
+    mut queue: mpsc::Receiver<WriteCommand>,
+    store: Arc<dyn ObjectStore>,
+    key: BlobPath,
+) -> Result<(), BlobError> {
+    let mut held: Vec<Block> = Vec::new();
+    let mut held_bytes = 0;
+    let mut upload: Option<WriteMultipart> = None;
+    loop {
+        match queue.recv().await {
+            Some(WriteCommand::Chunk(block)) => match upload.as_mut() {
+                Some(parts) => {
+                    if let Err(err) = parts.wait_for_capacity(PART_CONCURRENCY).await {
+                        if let Some(parts) = upload.take() {
+                            let _ = parts.abort().await;
+                        }
+                        return Err(err.into());
+                    }
+                    parts.write(block.bytes());
+                }
+                None => {
+                    held_bytes += block.bytes().len();
+                    held.push(block);
+                    if held_bytes >= PART_SIZE {
+                        let mut parts = WriteMultipart::new_with_chunk_size(
+                            store.put_multipart(&key).await?,
+                            PART_SIZE,
+                        );
+                        for block in held.drain(..) {
+                            parts.write(block.bytes());
+                        }
+                        upload = Some(parts);
+                    }
+                }
+            },
+            Some(WriteCommand::Finish) => {
+                return match upload {
+                    // `finish` aborts the upload itself when a part or the completion fails.
+                    Some(parts) => parts.finish().await.map(|_| ()).map_err(Into::into),
+                    None => {
+                        let payload: PutPayload = held
+                            .iter()
+                            .map(|block| Bytes::copy_from_slice(block.bytes()))
+                            .collect();
+                        store
+                            .put(&key, payload)
+                            .await
+                            .map(|_| ())
+                            .map_err(Into::into)
+                    }
+                };
+            }
+            None => {
+                if let Some(parts) = upload {
+                    let _ = parts.abort().await;
+                }
+                return Err(BlobError::Body(
+                    "the upload stopped before its end".to_owned(),
+                ));
+            }
+        }
+    }
 }
 
 /// The writer thread of one upload: creates the blob's file at `path`, appends the queued
@@ -569,6 +824,7 @@ impl crate::State {
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
+    use std::io::Read;
 
     use super::*;
 
@@ -759,6 +1015,125 @@ mod tests {
         let blobs = BlobStore::new(PathBuf::new(), 1024);
         let err = blobs.open("x").await.unwrap_err();
         assert!(matches!(err, BlobError::NotConfigured), "{err:?}");
+    }
+
+    /// A fresh bucket on the local S3 emulator (moto, `scripts/services`, 127.0.0.1:9020).
+    async fn moto_bucket(prefix: &str) -> BlobStore {
+        let bucket = format!("blobs-{}", crate::ids::new_id("t").to_lowercase());
+        let created = reqwest::Client::new()
+            .put(format!("http://127.0.0.1:9020/{bucket}"))
+            .send()
+            .await
+            .expect("moto runs on 127.0.0.1:9020 (scripts/services)");
+        assert!(created.status().is_success(), "{}", created.status());
+        let config = S3Blobs {
+            bucket,
+            endpoint: Some("http://127.0.0.1:9020".to_owned()),
+            region: Some("us-east-1".to_owned()),
+            access_key_id: Some("testing".to_owned()),
+            secret_access_key: Some("testing".to_owned()),
+            prefix: prefix.to_owned(),
+        };
+        BlobStore::s3(&config, 16 * 1024 * 1024).unwrap()
+    }
+
+    #[tokio::test]
+    async fn s3_blobs_round_trip_small_and_multipart_uploads() {
+        let blobs = moto_bucket("cairn/").await;
+        let stored = blobs
+            .put_stream("cv/small.tar.gz", chunks(&[b"hello ", b"world"]), None)
+            .await
+            .unwrap();
+        assert_eq!(stored.size, 11);
+        let content = blobs.open("cv/small.tar.gz").await.unwrap().unwrap();
+        assert!(matches!(content, BlobContent::Stream(_)), "{content:?}");
+        assert_eq!(read_all(content).await, b"hello world");
+        // Past PART_SIZE: a multipart upload of two full parts and a tail.
+        let large: Vec<u8> = (0..(2 * PART_SIZE + 77_777))
+            .map(|index| (index % 253) as u8)
+            .collect();
+        let parts: Vec<&[u8]> = large.chunks(300 * 1024).collect();
+        let (tap, mut tapped) = mpsc::channel(64);
+        let stored = blobs
+            .put_stream("cv/large.tar.gz", chunks(&parts), Some(&tap))
+            .await
+            .unwrap();
+        drop(tap);
+        let mut seen = 0;
+        while let Some(block) = tapped.recv().await {
+            seen += block.bytes().len();
+        }
+        assert_eq!((stored.size, seen), (large.len() as u64, large.len()));
+        let back = read_all(blobs.open("cv/large.tar.gz").await.unwrap().unwrap()).await;
+        assert!(back == large, "the multipart blob reads back the same");
+        let mut file = blobs.open_file("cv/large.tar.gz").await.unwrap().unwrap();
+        let mut copied = Vec::new();
+        file.read_to_end(&mut copied).unwrap();
+        assert!(copied == large, "the spooled file holds the blob");
+        assert!(blobs.open_file("cv/none").await.unwrap().is_none());
+        assert!(blobs.open("cv/none").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn s3_blobs_hash_compare_and_delete_by_prefix() {
+        let blobs = moto_bucket("").await;
+        for (key, parts) in [
+            ("cv-1/a", &[&b"hello "[..], b"world"][..]),
+            ("cv-1/b", &[&b"hello world"[..]][..]),
+            ("cv-2/c", &[&b"hello there"[..]][..]),
+        ] {
+            blobs.put_stream(key, chunks(parts), None).await.unwrap();
+        }
+        assert_eq!(
+            blobs.sha256("cv-1/a").await.unwrap(),
+            "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+        );
+        assert!(blobs.same_content("cv-1/a", "cv-1/b").await.unwrap());
+        assert!(!blobs.same_content("cv-1/a", "cv-2/c").await.unwrap());
+        blobs.delete_prefix("cv-1").await.unwrap();
+        blobs.delete("cv-2/c").await.unwrap();
+        blobs.delete("cv-2/c").await.unwrap();
+        for key in ["cv-1/a", "cv-1/b", "cv-2/c"] {
+            assert!(blobs.open(key).await.unwrap().is_none(), "{key}");
+        }
+    }
+
+    #[tokio::test]
+    async fn s3_blobs_refused_or_broken_uploads_leave_nothing() {
+        let blobs = moto_bucket("p").await;
+        let body = futures::stream::iter(vec![
+            Ok(Bytes::from(vec![1u8; PART_SIZE + 1024])),
+            Err("connection reset"),
+        ]);
+        let err = blobs.put_stream("cv/cut", body, None).await.unwrap_err();
+        assert!(matches!(err, BlobError::Body(_)), "{err:?}");
+        let big = vec![0u8; 17 * 1024 * 1024];
+        let err = blobs
+            .put_stream("cv/big", chunks(&[&big]), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BlobError::TooLarge { .. }), "{err:?}");
+        for key in ["cv/cut", "cv/big"] {
+            assert!(blobs.open(key).await.unwrap().is_none(), "{key}");
+        }
+    }
+
+    #[tokio::test]
+    async fn s3_blobs_unreachable_service_is_an_error_not_a_panic() {
+        let config = S3Blobs {
+            bucket: "nowhere".to_owned(),
+            endpoint: Some("http://127.0.0.1:9".to_owned()),
+            access_key_id: Some("a".to_owned()),
+            secret_access_key: Some("b".to_owned()),
+            ..S3Blobs::default()
+        };
+        let blobs = BlobStore::s3(&config, 1024).unwrap();
+        let err = blobs.open("x").await.unwrap_err();
+        assert!(matches!(err, BlobError::Store(_)), "{err:?}");
+        assert!(
+            !format!("{config:?}").contains("\"b\""),
+            "the secret is redacted"
+        );
     }
 
     fn walk(dir: &std::path::Path) -> Vec<PathBuf> {

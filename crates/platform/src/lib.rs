@@ -27,7 +27,8 @@
 //!
 //! Invariants:
 //! - Everything this crate keeps in the shared store lives under the `platform/` key prefix
-//!   (`store/`); configuration archives live in the blob directory ([`Config::blob_dir`]).
+//!   (`store/`); configuration archives and module tarballs live in the blob store
+//!   (`blobs.rs`: [`Config::blob_dir`] or the bucket [`Config::blob_s3`]).
 //! - Every response carries `TFP-API-Version: 2.5` (Terraform refuses older servers).
 //! - Error `status` members are strings; "no access" is 404, never 403 (TFE's rule); a
 //!   missing or invalid token is 401.
@@ -85,6 +86,7 @@ use std::time::Duration;
 use stdx::clock::{SharedClock, SystemClock};
 use storage::Storage;
 
+pub use blobs::S3Blobs;
 pub use bootstrap::{ADMIN_EMAIL, ADMIN_USERNAME};
 pub use error::{DeliveryFailure, Error};
 pub use rate_limit::MIN_RATE_LIMIT;
@@ -102,6 +104,9 @@ pub struct Config {
     /// Where configuration archives are kept (`cairn` passes `<data-dir>/blobs`); created on
     /// first use. Empty: uploads and downloads fail with a 500 naming the missing setting.
     pub blob_dir: PathBuf,
+    /// An S3-compatible bucket for the archives instead of [`Config::blob_dir`] (several
+    /// servers share it; a directory they all mount works too, as `blob_dir`).
+    pub blob_s3: Option<S3Blobs>,
     /// The largest configuration archive accepted, in bytes (`None`: 100 MiB); larger uploads
     /// are answered 422.
     pub max_upload_bytes: Option<u64>,
@@ -150,6 +155,7 @@ impl Default for Config {
             dev_root_token: None,
             limits: Limits::default(),
             blob_dir: PathBuf::new(),
+            blob_s3: None,
             max_upload_bytes: None,
             api_rate_limit: MIN_RATE_LIMIT,
             api_rate_limiting_enabled: true,
@@ -241,14 +247,18 @@ impl State {
             );
         }
         let storage: Arc<dyn Storage> = Arc::new(sealed);
+        let max_upload_bytes = config
+            .max_upload_bytes
+            .unwrap_or(blobs::DEFAULT_MAX_UPLOAD_BYTES);
+        let blobs = match &config.blob_s3 {
+            None => blobs::BlobStore::new(config.blob_dir.clone(), max_upload_bytes),
+            Some(bucket) => blobs::BlobStore::s3(bucket, max_upload_bytes).map_err(|err| {
+                Error::Internal(format!("the blob store {}: {err}", bucket.describe()))
+            })?,
+        };
         let state = State {
             inner: Arc::new(Inner {
-                blobs: blobs::BlobStore::new(
-                    config.blob_dir.clone(),
-                    config
-                        .max_upload_bytes
-                        .unwrap_or(blobs::DEFAULT_MAX_UPLOAD_BYTES),
-                ),
+                blobs,
                 signer: tokio::sync::OnceCell::new(),
                 rate_limiter: rate_limit::RateLimiter::new(
                     config.api_rate_limit,

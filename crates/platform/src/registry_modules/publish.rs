@@ -15,7 +15,6 @@
 use std::io::{BufReader, Seek};
 
 use crate::archive;
-use crate::blobs::BlobContent;
 use crate::module_config::{self, ModuleDetail};
 use crate::store::MAX_ATTEMPTS;
 use crate::store::registry_modules::{VersionStatus, load_module, update_module};
@@ -76,17 +75,12 @@ async fn parse_blob(
     blob_key: &str,
     name: String,
 ) -> Result<Result<ModuleDetail, String>, Error> {
-    let content = state
+    let mut file = state
         .blobs()
-        .open(blob_key)
+        .open_file(blob_key)
         .await
         .map_err(|err| Error::Internal(err.to_string()))?
         .ok_or_else(|| Error::Internal(format!("the archive {blob_key} is missing")))?;
-    let BlobContent::File(mut file) = content else {
-        return Err(Error::Internal(
-            "module archives must be stored in a local blob directory".to_owned(),
-        ));
-    };
     tokio::task::spawn_blocking(move || {
         let checked = file
             .try_clone()
