@@ -6,8 +6,10 @@
 //! `nomad: http ok`, another status below 400 a success and 400 or above a failure, both with
 //! the body (at most [`MAX_OUTPUT`] bytes) and `StatusCode`; a script check (which upstream
 //! leaves to Consul) succeeds on exit code 0, its output being what it wrote. Script checks
-//! run in their task's context: with the task's environment, in its task directory (for
-//! `raw_exec`, simply a process; for `exec` the same, not inside the task's namespaces).
+//! run in their task's context, as upstream's do: with the task's environment, in its task
+//! directory; for `raw_exec` simply a process, for `exec` inside the task's namespaces and
+//! root, entered as an exec session enters them (`exec::argv`), so the script sees what the
+//! task sees (`/local`, its PID 1) and nothing of the host the task cannot see.
 //!
 //! Invariants: a check never outlives its loop (a script past its timeout is killed); a check
 //! that cannot even be attempted (an unknown type, a port without a value) is a `failure` with
@@ -64,11 +66,21 @@ pub(crate) enum CheckKind {
     Unsupported(String),
 }
 
-/// Where a script check runs: its task's environment and directory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where a script check runs: its task's environment and directory, and for an isolated
+/// task the task to enter.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ScriptContext {
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) dir: PathBuf,
+    pub(crate) enter: Option<EnterTask>,
+}
+
+/// An `exec` task whose namespaces and root a script check enters.
+#[derive(Debug, Clone)]
+pub(crate) struct EnterTask {
+    pub(crate) controls: crate::handles::AllocControls,
+    pub(crate) alloc_id: String,
+    pub(crate) task: String,
 }
 
 impl ScriptContext {
@@ -81,6 +93,12 @@ impl ScriptContext {
     ) -> ScriptContext {
         let dirs = shared.state.task_dirs(&alloc.id, task);
         let group = job.task_group(&alloc.task_group);
+        let isolated = group.is_some_and(|group| {
+            group
+                .tasks
+                .iter()
+                .any(|candidate| candidate.name == task && candidate.driver == "exec")
+        });
         let env = group
             .and_then(|group| {
                 let task = group
@@ -109,6 +127,11 @@ impl ScriptContext {
         ScriptContext {
             env,
             dir: dirs.task_dir,
+            enter: isolated.then(|| EnterTask {
+                controls: shared.controls.clone(),
+                alloc_id: alloc.id.clone(),
+                task: task.to_owned(),
+            }),
         }
     }
 }
@@ -228,8 +251,21 @@ async fn run_script(
     context: &ScriptContext,
     timeout: Duration,
 ) -> (bool, String, i64) {
-    let mut child = match tokio::process::Command::new(command)
-        .args(args)
+    let mut argv = Vec::with_capacity(args.len() + 1);
+    argv.push(command.to_owned());
+    argv.extend(args.iter().cloned());
+    if let Some(enter) = &context.enter {
+        match enter
+            .controls
+            .exec_target(&enter.alloc_id, &enter.task)
+            .await
+        {
+            Ok(target) => argv = crate::exec::argv(&target, argv).await,
+            Err(error) => return (false, format!("task {:?}: {error}", enter.task), 0),
+        }
+    }
+    let mut child = match tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
         .env_clear()
         .envs(&context.env)
         .current_dir(&context.dir)
@@ -377,6 +413,7 @@ mod tests {
                 ("READY_FILE".to_owned(), "ready".to_owned()),
             ]),
             dir: dir.path().to_path_buf(),
+            enter: None,
         };
         let check = spec(
             CheckKind::Script {

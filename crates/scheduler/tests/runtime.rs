@@ -5,7 +5,8 @@
 //! file appears, services gone once the job is stopped; a scheduled task paused outside its
 //! window (computed around now, in a fixed-offset zone of the system's zoneinfo) and run,
 //! paused and handed back to its schedule through the pause endpoint, with upstream's
-//! `ScheduleState`s and `Pausing` / `Running` events.
+//! `ScheduleState`s and `Pausing` / `Running` events; a script check of an `exec` task run
+//! inside the task's root and namespaces.
 //!
 //! Invariant: every wait is a bounded poll; each test's cluster kills its processes on drop.
 
@@ -340,4 +341,47 @@ async fn a_task_inside_its_window_runs_and_reads_an_empty_schedule_state() {
         (status, body.trim()),
         (400, "Not a valid task schedule state")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_check_of_an_exec_task_runs_inside_the_tasks_root_and_namespaces() {
+    let cluster = Cluster::start(false).await;
+    // The check passes only where the task is: /local is the task's local dir in its root
+    // (no such directory on the host), and PID 1 is the task's init; run on the host, it
+    // fails forever.
+    let check = json!({
+        "Name": "inside", "Type": "script", "Interval": 300_000_000_i64,
+        "Timeout": 2_000_000_000_i64, "Command": "/bin/sh",
+        "Args": ["-c", "test -e /local/ready && grep -q cairn-init /proc/1/cmdline && echo inside"],
+    });
+    let job = json!({
+        "ID": "isolated-check", "Name": "isolated-check", "Type": "service",
+        "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "g", "Count": 1,
+            "Tasks": [{
+                "Name": "t", "Driver": "exec",
+                "Config": {"command": "/bin/sh",
+                           "args": ["-c", "touch /local/ready; while :; do sleep 0.1; done"]},
+                "KillTimeout": 2_000_000_000_i64,
+                "Resources": {"CPU": 100, "MemoryMB": 64},
+                "Services": [{"Name": "isolated", "Provider": "nomad", "Checks": [check]}],
+            }],
+        }],
+    });
+    let alloc_id = cluster.run_job(job).await;
+    cluster
+        .poll("the check passing inside the task", || async {
+            let (_, checks) = cluster
+                .get(&format!("/v1/allocation/{alloc_id}/checks"))
+                .await;
+            let check = checks.as_object()?.values().next()?.clone();
+            (check["Status"] == "success").then_some(check)
+        })
+        .await;
+    let (_, checks) = cluster
+        .get(&format!("/v1/allocation/{alloc_id}/checks"))
+        .await;
+    let check = checks.as_object().unwrap().values().next().unwrap();
+    assert_eq!(check["Output"].as_str().map(str::trim), Some("inside"));
 }

@@ -111,7 +111,7 @@ where
 /// which is PID 1 of the task's PID namespace; see `driver/exec.rs`). The init switches to
 /// the task's root before it starts the task, so a task only just started is waited for
 /// (until the init's root is the task directory, at most [`ISOLATED_START`]).
-async fn argv(target: &ExecTarget, command: Vec<String>) -> Vec<String> {
+pub(crate) async fn argv(target: &ExecTarget, command: Vec<String>) -> Vec<String> {
     if target.driver != "exec" {
         return command;
     }
