@@ -683,9 +683,7 @@ pub(crate) async fn evaluations(
     authz.allow_namespace(namespace, Capability::ReadJob)?;
     let (evals, index) = block_on(&state, &query.blocking()?, |snapshot| {
         let mut evals: Vec<Evaluation> = snapshot
-            .evals
-            .values()
-            .filter(|eval| eval.namespace == namespace && eval.job_id == job_id)
+            .evals_of_job(&JobKey::new(namespace, &job_id))
             .map(|eval| (**eval).clone())
             .collect();
         evals.sort_by(|a, b| {

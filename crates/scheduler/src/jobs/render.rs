@@ -56,12 +56,13 @@ impl EvalFacts {
 /// One pass over the evaluations: the facts of every job (or of `only` that job).
 pub(crate) fn eval_facts(snapshot: &Snapshot, only: Option<&JobKey>) -> HashMap<JobKey, EvalFacts> {
     let mut facts: HashMap<JobKey, EvalFacts> = HashMap::new();
-    for eval in snapshot.evals.values() {
-        if let Some(key) = only
-            && (eval.job_id != key.id || eval.namespace != key.namespace)
-        {
-            continue;
+    if let Some(key) = only {
+        for eval in snapshot.evals_of_job(key) {
+            facts.entry(key.clone()).or_default().add(eval);
         }
+        return facts;
+    }
+    for eval in snapshot.evals.values() {
         facts
             .entry(JobKey::new(&eval.namespace, &eval.job_id))
             .or_default()

@@ -248,12 +248,7 @@ impl Draft {
         eval.modify_index = index;
         self.put(keys::eval(eval.create_index, &eval.id), encode(&eval)?);
         let eval = Arc::new(eval);
-        self.snap.evals.insert(eval.id.clone(), Arc::clone(&eval));
-        if eval.status == crate::structs::EVAL_STATUS_BLOCKED {
-            self.snap.blocked_evals.insert(eval.id.clone());
-        } else {
-            self.snap.blocked_evals.remove(&eval.id);
-        }
+        self.snap.insert_eval(Arc::clone(&eval));
         self.snap.tables.evals = index;
         if eval.status == crate::structs::EVAL_STATUS_PENDING {
             self.pending_evals.push(Arc::clone(&eval));

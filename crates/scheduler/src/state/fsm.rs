@@ -80,23 +80,21 @@ pub(crate) enum Outcome {
     Plan(PlanResult),
 }
 
-pub(super) fn apply(draft: &mut Draft, command: Command, now: i64) -> Result<Outcome, Error> {
+pub(super) fn apply(draft: &mut Draft, command: &Command, now: i64) -> Result<Outcome, Error> {
     match command {
-        Command::RegisterJob(register) => register_job(draft, *register, now),
+        Command::RegisterJob(register) => register_job(draft, register, now),
         Command::DeregisterJob(deregister) => deregister_job(draft, deregister, now),
-        Command::UpsertNode(node) => upsert_node(draft, *node, now),
-        Command::SetNodeStatus { node_id, status } => {
-            set_node_status(draft, &node_id, &status, now)
-        }
+        Command::UpsertNode(node) => upsert_node(draft, (**node).clone(), now),
+        Command::SetNodeStatus { node_id, status } => set_node_status(draft, node_id, status, now),
         Command::ClientAllocUpdates(updates) => client_alloc_updates(draft, updates, now),
         Command::StopAlloc {
             alloc_id,
             no_shutdown_delay,
-        } => stop_alloc(draft, &alloc_id, no_shutdown_delay, now),
-        Command::ApplyPlan(plan) => apply_plan(draft, *plan, now).map(Outcome::Plan),
+        } => stop_alloc(draft, alloc_id, *no_shutdown_delay, now),
+        Command::ApplyPlan(plan) => apply_plan(draft, plan, now).map(Outcome::Plan),
         Command::UpsertEvals(evals) => {
             for eval in evals {
-                draft.put_eval(eval)?;
+                draft.put_eval(eval.clone())?;
             }
             Ok(Outcome::Done)
         }
@@ -141,14 +139,17 @@ fn spec_changed(old: &Job, new: &Job) -> bool {
     strip(old) != strip(new)
 }
 
-fn register_job(draft: &mut Draft, register: RegisterJob, now: i64) -> Result<Outcome, Error> {
+fn register_job(draft: &mut Draft, register: &RegisterJob, now: i64) -> Result<Outcome, Error> {
     let RegisterJob {
-        mut job,
+        job,
         submission,
         enforce_index,
         preserve_counts,
         eval_priority,
     } = register;
+    let (enforce_index, preserve_counts, eval_priority) =
+        (*enforce_index, *preserve_counts, *eval_priority);
+    let mut job = job.clone();
     let index = draft.index();
     let key = job.key();
     let existing = draft.snap.jobs.get(&key).cloned();
@@ -204,7 +205,8 @@ fn register_job(draft: &mut Draft, register: RegisterJob, now: i64) -> Result<Ou
         }
     }
     let job = draft.put_job(job)?;
-    if let Some(mut submission) = submission {
+    if let Some(submission) = submission {
+        let mut submission = submission.clone();
         submission.namespace = job.namespace.clone();
         submission.job_id = job.id.clone();
         submission.version = job.version;
@@ -227,7 +229,7 @@ fn register_job(draft: &mut Draft, register: RegisterJob, now: i64) -> Result<Ou
 
 fn deregister_job(
     draft: &mut Draft,
-    deregister: DeregisterJob,
+    deregister: &DeregisterJob,
     now: i64,
 ) -> Result<Outcome, Error> {
     let key = JobKey::new(&deregister.namespace, &deregister.job_id);
@@ -395,7 +397,7 @@ fn set_node_status(
 
 fn client_alloc_updates(
     draft: &mut Draft,
-    updates: Vec<AllocClientUpdate>,
+    updates: &[AllocClientUpdate],
     now: i64,
 ) -> Result<Outcome, Error> {
     let mut failed_jobs: BTreeSet<JobKey> = BTreeSet::new();
@@ -414,9 +416,11 @@ fn client_alloc_updates(
             continue;
         }
         let mut alloc = (*existing).clone();
-        alloc.client_status = update.client_status;
-        alloc.client_description = update.client_description;
-        alloc.task_states = update.task_states;
+        alloc.client_status.clone_from(&update.client_status);
+        alloc
+            .client_description
+            .clone_from(&update.client_description);
+        alloc.task_states.clone_from(&update.task_states);
         alloc.modify_time = now;
         let newly_failed = alloc.client_status == ALLOC_CLIENT_FAILED
             && existing.client_status != ALLOC_CLIENT_FAILED;
@@ -484,7 +488,7 @@ fn stop_alloc(
 }
 
 /// Re-checks a plan against the latest state and commits the nodes that still fit.
-fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Error> {
+fn apply_plan(draft: &mut Draft, plan: &Plan, now: i64) -> Result<PlanResult, Error> {
     let index = draft.index();
     let key = JobKey::new(&plan.eval.namespace, &plan.eval.job_id);
     let nodes: BTreeSet<&String> = plan
@@ -509,7 +513,7 @@ fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Err
     let mut fitting = Vec::new();
     let mut refused = Vec::new();
     for node_id in nodes {
-        if node_fits(draft, node_id, &plan) {
+        if node_fits(draft, node_id, plan) {
             fitting.push(node_id.clone());
         } else {
             refused.push(node_id.clone());
@@ -547,7 +551,7 @@ fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Err
         }
     }
     if refused.is_empty() {
-        let mut eval = plan.eval;
+        let mut eval = plan.eval.clone();
         eval.modify_time = now;
         eval.snapshot_index = plan.snapshot_index;
         // Everything placed: older blocked evaluations of the job have nothing left to do.
@@ -555,7 +559,8 @@ fn apply_plan(draft: &mut Draft, plan: Plan, now: i64) -> Result<PlanResult, Err
             cancel_blocked_evals(draft, &key, &eval.id, now)?;
         }
         draft.put_eval(eval)?;
-        for mut eval in plan.new_evals {
+        for eval in &plan.new_evals {
+            let mut eval = eval.clone();
             if eval.create_time == 0 {
                 eval.create_time = now;
             }
@@ -656,11 +661,8 @@ fn cancel_blocked_evals(
 ) -> Result<(), Error> {
     let blocked: Vec<Evaluation> = draft
         .snap
-        .blocked_evals
-        .iter()
-        .filter(|id| id.as_str() != except)
-        .filter_map(|id| draft.snap.evals.get(id))
-        .filter(|eval| eval.namespace == key.namespace && eval.job_id == key.id)
+        .evals_of_job(key)
+        .filter(|eval| eval.id != except && eval.status == EVAL_STATUS_BLOCKED)
         .map(|eval| (**eval).clone())
         .collect();
     for mut eval in blocked {

@@ -71,10 +71,7 @@ pub(super) async fn load(storage: &dyn Storage) -> Result<Snapshot, Error> {
     for kv in storage.scan_prefix(keys::EVALS.as_bytes()).await?.kvs {
         let eval: Evaluation = decode(&kv.key, &kv.value)?;
         snap.tables.evals = snap.tables.evals.max(eval.modify_index);
-        if eval.status == crate::structs::EVAL_STATUS_BLOCKED {
-            snap.blocked_evals.insert(eval.id.clone());
-        }
-        snap.evals.insert(eval.id.clone(), Arc::new(eval));
+        snap.insert_eval(Arc::new(eval));
     }
     Ok(snap)
 }

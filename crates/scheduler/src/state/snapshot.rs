@@ -14,7 +14,9 @@
 //! - `jobs` holds the latest version of each job; `job_versions` every retained version of it
 //!   (the latest [`TRACKED_VERSIONS`] per job, plus older ones that non-terminal allocations
 //!   still run), including the latest.
-//! - `blocked_evals` holds exactly the IDs of the evaluations whose status is `blocked`.
+//! - `blocked_evals` holds exactly the IDs of the evaluations whose status is `blocked`, and
+//!   `evals_by_job` exactly the IDs of each job's evaluations (every status); both change only
+//!   through [`Snapshot::insert_eval`].
 
 use std::sync::Arc;
 
@@ -50,6 +52,8 @@ pub(crate) struct Snapshot {
     pub(crate) evals: OrdMap<String, Arc<Evaluation>>,
     /// IDs of the evaluations with status `blocked`.
     pub(crate) blocked_evals: OrdSet<String>,
+    /// IDs of each job's evaluations.
+    pub(crate) evals_by_job: OrdMap<JobKey, OrdSet<String>>,
 }
 
 impl Snapshot {
@@ -106,5 +110,35 @@ impl Snapshot {
 
     pub(crate) fn eval(&self, id: &str) -> Option<&Arc<Evaluation>> {
         self.evals.get(id)
+    }
+
+    /// The evaluations of one job (every status), in ID order.
+    pub(crate) fn evals_of_job(&self, key: &JobKey) -> impl Iterator<Item = &Arc<Evaluation>> {
+        self.evals_by_job
+            .get(key)
+            .into_iter()
+            .flat_map(|ids| ids.iter())
+            .filter_map(|id| self.evals.get(id))
+    }
+
+    /// Inserts or replaces an evaluation, keeping `blocked_evals` and `evals_by_job` in step.
+    pub(crate) fn insert_eval(&mut self, eval: Arc<Evaluation>) {
+        if eval.status == crate::structs::EVAL_STATUS_BLOCKED {
+            self.blocked_evals.insert(eval.id.clone());
+        } else {
+            self.blocked_evals.remove(&eval.id);
+        }
+        let key = JobKey::new(&eval.namespace, &eval.job_id);
+        let known = self
+            .evals_by_job
+            .get(&key)
+            .is_some_and(|ids| ids.contains(&eval.id));
+        if !known {
+            self.evals_by_job
+                .entry(key)
+                .or_default()
+                .insert(eval.id.clone());
+        }
+        self.evals.insert(eval.id.clone(), eval);
     }
 }

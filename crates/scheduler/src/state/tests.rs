@@ -413,6 +413,7 @@ async fn a_reloaded_store_sees_exactly_what_was_published() {
     assert_eq!(after.nodes, before.nodes);
     assert_eq!(after.evals, before.evals);
     assert_eq!(after.blocked_evals, before.blocked_evals);
+    assert_eq!(after.evals_by_job, before.evals_by_job);
 }
 
 #[tokio::test]
@@ -472,5 +473,213 @@ async fn commands_wait_while_not_leading_and_fail_once_the_store_is_closed() {
         store.apply(register(job("c", 1))).await,
         Err(Error::ShuttingDown)
     ));
+    runner.shutdown_and_wait().await;
+}
+
+/// MemStorage whose transactions can be held at the door and made to fail, to see what the
+/// pipelined writer does while a commit is in flight and when it fails.
+#[derive(Debug, Default)]
+struct GatedStorage {
+    inner: MemStorage,
+    /// While set, a transaction waits (after saying so on `entered`) until it is cleared.
+    hold: tokio::sync::watch::Sender<bool>,
+    entered: tokio::sync::Notify,
+    /// The next transaction fails.
+    fail_next: std::sync::atomic::AtomicBool,
+}
+
+type Fut<'a, T> = futures::future::BoxFuture<'a, storage::Result<T>>;
+
+impl storage::Storage for GatedStorage {
+    fn get<'a, 'b, 'c>(&'a self, key: &'b [u8]) -> Fut<'c, Option<storage::KeyValue>>
+    where
+        'a: 'c,
+        'b: 'c,
+        Self: 'c,
+    {
+        self.inner.get(key)
+    }
+
+    fn scan<'a, 'c>(
+        &'a self,
+        range: storage::KeyRange,
+        limit: Option<usize>,
+    ) -> Fut<'c, storage::ScanResult>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        self.inner.scan(range, limit)
+    }
+
+    fn txn<'a, 'c>(&'a self, txn: storage::Txn) -> Fut<'c, storage::TxnResult>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        Box::pin(async move {
+            let mut hold = self.hold.subscribe();
+            if *hold.borrow_and_update() {
+                self.entered.notify_one();
+                let _ = hold.wait_for(|held| !*held).await;
+            }
+            if self
+                .fail_next
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                return Err(storage::Error::Backend("injected failure".to_owned()));
+            }
+            self.inner.txn(txn).await
+        })
+    }
+
+    fn revision<'a, 'c>(&'a self) -> Fut<'c, storage::Revision>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        self.inner.revision()
+    }
+
+    fn range_revision<'a, 'c>(&'a self, range: storage::KeyRange) -> Fut<'c, storage::Revision>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        self.inner.range_revision(range)
+    }
+
+    fn watch<'a, 'c>(
+        &'a self,
+        range: storage::KeyRange,
+        after: storage::Revision,
+    ) -> Fut<'c, storage::WatchStream>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        self.inner.watch(range, after)
+    }
+
+    fn snapshot<'a, 'c>(&'a self) -> Fut<'c, storage::Snapshot>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        self.inner.snapshot()
+    }
+
+    fn restore<'a, 'b, 'c>(&'a self, snapshot: &'b storage::Snapshot) -> Fut<'c, storage::Revision>
+    where
+        'a: 'c,
+        'b: 'c,
+        Self: 'c,
+    {
+        self.inner.restore(snapshot)
+    }
+
+    fn close<'a, 'c>(&'a self) -> Fut<'c, ()>
+    where
+        'a: 'c,
+        Self: 'c,
+    {
+        self.inner.close()
+    }
+}
+
+async fn gated_writer() -> (Arc<GatedStorage>, StateStore, cluster::Runner) {
+    let storage = Arc::new(GatedStorage::default());
+    let store = StateStore::open(storage.clone()).await.expect("open");
+    let runner = cluster::Runner::embedded(CancellationToken::new());
+    let writer = store.clone();
+    runner.leader_loop("state writer", move |term| run_writer(writer.clone(), term));
+    (storage, store, runner)
+}
+
+#[tokio::test]
+async fn the_next_batch_is_applied_while_one_commits_and_published_only_after_both_commits() {
+    let (storage, store, runner) = gated_writer().await;
+    let index = store.snapshot().index;
+    storage.hold.send_replace(true);
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("web", 1))).await })
+    };
+    storage.entered.notified().await;
+    // Batch k is committing: batch k+1 (a new version of the same job) is applied on its draft.
+    let second = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("web", 2))).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        store.snapshot().index,
+        index,
+        "nothing uncommitted is visible"
+    );
+    assert!(store.snapshot().job("default", "web").is_none());
+    assert!(!first.is_finished() && !second.is_finished());
+    storage.hold.send_replace(false);
+    let first = first.await.expect("joined").expect("first committed");
+    let second = second.await.expect("joined").expect("second committed");
+    assert_eq!(first.index, index + 1);
+    assert_eq!(second.index, index + 2);
+    let snap = store.snapshot();
+    assert_eq!(snap.index, index + 2);
+    assert_eq!(snap.job("default", "web").map(|job| job.version), Some(1));
+    runner.shutdown_and_wait().await;
+}
+
+#[tokio::test]
+async fn a_failed_commit_fails_only_its_batch_and_the_next_is_rebuilt_on_committed_state() {
+    let (storage, store, runner) = gated_writer().await;
+    let index = store.snapshot().index;
+    storage.hold.send_replace(true);
+    storage
+        .fail_next
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("web", 1))).await })
+    };
+    storage.entered.notified().await;
+    let second = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("web", 2))).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    storage.hold.send_replace(false);
+    let first = first.await.expect("joined");
+    assert!(matches!(first, Err(Error::Internal(_))), "{first:?}");
+    let second = second.await.expect("joined").expect("second committed");
+    assert_eq!(
+        second.index,
+        index + 1,
+        "the failed batch's index is reused"
+    );
+    let snap = store.snapshot();
+    assert_eq!(snap.index, index + 1);
+    let web = snap.job("default", "web").cloned().expect("job");
+    assert_eq!(
+        (web.version, web.create_index, web.task_groups[0].count),
+        (0, index + 1, 2),
+        "the second registration created the job: the first never happened"
+    );
+    assert_eq!(
+        snap.evals.len(),
+        1,
+        "only the second registration's evaluation"
+    );
+    // What is stored is what is published.
+    let reloaded = StateStore::open(storage.clone()).await.expect("reopen");
+    assert_eq!(reloaded.snapshot().index, snap.index);
+    assert_eq!(reloaded.snapshot().jobs, snap.jobs);
+    assert_eq!(reloaded.snapshot().evals, snap.evals);
     runner.shutdown_and_wait().await;
 }

@@ -1,0 +1,269 @@
+//! The state writer loop: batches commands, applies them to a draft and commits each batch in
+//! one storage transaction, pipelined one deep (Nomad's FSM apply over raft's batched log).
+//!
+//! Where it sits: [`run_writer`] runs while this server leads (`tasks::lead`); commands reach
+//! it through `StateStore::apply`'s queue. While batch k's transaction commits (the storage
+//! writer thread fsyncs it), the loop takes batch k+1 and applies it to a draft built on batch
+//! k's uncommitted snapshot, so the CPU work of k+1 overlaps k's disk wait. Batch k+1 is
+//! committed only once k's commit has returned.
+//!
+//! Invariants:
+//! - At most one transaction is in flight, and batches commit in the order they were applied.
+//! - Nothing uncommitted is visible: batch k's snapshot is published, its pending evaluations
+//!   handed to the broker and its callers answered only after its commit returned; batch k+1's
+//!   callers (including those whose command failed or changed nothing, since their answer was
+//!   computed on k's draft) only after k's and then k+1's commits returned.
+//! - A failed commit fails exactly the commands of its batch; the draft of the next batch,
+//!   applied on top of the failed one, is thrown away and rebuilt from its commands on the
+//!   last committed snapshot before it commits.
+//! - A command that fails changes nothing (its part of the draft is rolled back before the
+//!   next command of the batch runs).
+//! - When the term ends, the commit in flight is finished and answered before the loop
+//!   returns; commands still queued are failed with [`Error::ShuttingDown`].
+
+use std::sync::{Arc, Mutex};
+
+use storage::{Op, Txn};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Applied, MAX_BATCH, Request, Snapshot, StateStore, draft, fsm, keys};
+use crate::Error;
+use crate::state::Outcome;
+use crate::structs::Evaluation;
+
+type Reply = oneshot::Sender<Result<Applied, Error>>;
+
+/// A batch applied to a draft, not yet committed (its commands kept to rebuild it).
+struct Applying {
+    requests: Vec<Request>,
+    draft: draft::Draft,
+    results: Vec<Result<Outcome, Error>>,
+}
+
+/// A batch whose transaction is committing.
+struct Committing {
+    commit: JoinHandle<Result<(), storage::Error>>,
+    batch: Committed,
+}
+
+/// What is published and answered once a batch's commit returns.
+struct Committed {
+    snap: Snapshot,
+    pending: Vec<Arc<Evaluation>>,
+    replies: Vec<(Reply, Result<Outcome, Error>)>,
+    ops: usize,
+    started: std::time::Instant,
+}
+
+/// The writer loop: applies commands in batches until `term` is cancelled, then finishes the
+/// commit in flight, fails the commands still waiting and gives the queue back for the next
+/// writer.
+pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
+    let mut queue = Queue::take(&store);
+    let Some(receiver) = queue.as_mut().and_then(|queue| queue.receiver.as_mut()) else {
+        tracing::error!("a second scheduler state writer was started; only one may run");
+        return;
+    };
+    let mut in_flight: Option<Committing> = None;
+    loop {
+        let first = match in_flight.as_mut() {
+            None => tokio::select! {
+                biased;
+                () = term.cancelled() => break,
+                request = receiver.recv() => match request {
+                    Some(request) => request,
+                    None => break,
+                },
+            },
+            Some(committing) => tokio::select! {
+                biased;
+                result = &mut committing.commit => {
+                    if let Some(done) = in_flight.take() {
+                        finish(&store, done.batch, flatten(result));
+                    }
+                    continue;
+                }
+                () = term.cancelled() => break,
+                request = receiver.recv() => match request {
+                    Some(request) => request,
+                    None => break,
+                },
+            },
+        };
+        let mut requests = vec![first];
+        while requests.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(request) => requests.push(request),
+                Err(_) => break,
+            }
+        }
+        let tip = match &in_flight {
+            Some(committing) => committing.batch.snap.clone(),
+            None => (*store.snapshot()).clone(),
+        };
+        let mut applying = apply_batch(tip, requests);
+        if let Some(Committing { commit, batch }) = in_flight.take()
+            && !finish(&store, batch, flatten(commit.await))
+        {
+            // Applied on top of a batch that never became durable: start again from what is.
+            applying = apply_batch((*store.snapshot()).clone(), applying.requests);
+        }
+        in_flight = start(&store, applying);
+    }
+    if let Some(Committing { commit, batch }) = in_flight.take() {
+        finish(&store, batch, flatten(commit.await));
+    }
+    // This server no longer writes: whoever waits should retry (on the next leader).
+    while let Ok(Request { reply, .. }) = receiver.try_recv() {
+        let _ = reply.send(Err(Error::ShuttingDown));
+    }
+}
+
+fn flatten(
+    joined: Result<Result<(), storage::Error>, tokio::task::JoinError>,
+) -> Result<(), String> {
+    match joined {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(err) => Err(format!("the commit task failed: {err}")),
+    }
+}
+
+/// Applies every command of a batch, in order, to a draft of the snapshot after `tip`.
+fn apply_batch(tip: Snapshot, requests: Vec<Request>) -> Applying {
+    let index = tip.index + 1;
+    let mut draft = draft::Draft::new(tip);
+    draft.snap.index = index;
+    let now = crate::clock::now_nanos();
+    let mut results = Vec::with_capacity(requests.len());
+    for request in &requests {
+        let checkpoint = draft.checkpoint();
+        let result = fsm::apply(&mut draft, &request.command, now);
+        if result.is_err() {
+            draft.rollback(checkpoint);
+        }
+        results.push(result);
+    }
+    if draft.capacity_changed
+        && !draft.ops.is_empty()
+        && let Err(err) = fsm::unblock_evals(&mut draft, now)
+    {
+        tracing::error!(error = %err, "cannot unblock evaluations");
+    }
+    Applying {
+        requests,
+        draft,
+        results,
+    }
+}
+
+/// Starts committing an applied batch (no commit is in flight). A batch that changed nothing
+/// is answered at once, with the last committed index.
+fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
+    let Applying {
+        requests,
+        mut draft,
+        results,
+    } = applying;
+    let replies: Vec<(Reply, Result<Outcome, Error>)> = requests
+        .into_iter()
+        .map(|request| request.reply)
+        .zip(results)
+        .collect();
+    if draft.ops.is_empty() {
+        let index = store.snapshot().index;
+        for (reply, result) in replies {
+            let _ = reply.send(result.map(|outcome| Applied { index, outcome }));
+        }
+        return None;
+    }
+    let index = draft.index();
+    let ops = draft.ops.len();
+    let mut txn = Txn::new();
+    for op in std::mem::take(&mut draft.ops) {
+        txn = txn.then(op);
+    }
+    txn = txn.then(Op::Put {
+        key: keys::INDEX.as_bytes().to_vec(),
+        value: index.to_string().into_bytes(),
+    });
+    let storage = Arc::clone(&store.inner.storage);
+    let started = std::time::Instant::now();
+    let commit = tokio::spawn(async move { storage.txn(txn).await.map(|_| ()) });
+    Some(Committing {
+        commit,
+        batch: Committed {
+            pending: std::mem::take(&mut draft.pending_evals),
+            snap: draft.snap,
+            replies,
+            ops,
+            started,
+        },
+    })
+}
+
+/// Publishes and answers a batch whose commit returned; on a failed commit, fails its
+/// commands instead. Returns whether it committed.
+fn finish(store: &StateStore, batch: Committed, result: Result<(), String>) -> bool {
+    let Committed {
+        snap,
+        pending,
+        replies,
+        ops,
+        started,
+    } = batch;
+    let index = snap.index;
+    if let Err(err) = result {
+        tracing::error!(error = %err, index, "cannot commit scheduler state");
+        for (reply, _) in replies {
+            let _ = reply.send(Err(Error::Internal(format!("storage: {err}"))));
+        }
+        return false;
+    }
+    tracing::debug!(
+        index,
+        commands = replies.len(),
+        ops,
+        commit_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "scheduler state committed"
+    );
+    store.inner.current.send_replace(Arc::new(snap));
+    if !pending.is_empty()
+        && let Ok(sink) = store.inner.on_pending.lock()
+        && let Some(sink) = sink.as_ref()
+    {
+        sink(pending);
+    }
+    for (reply, result) in replies {
+        let _ = reply.send(result.map(|outcome| Applied { index, outcome }));
+    }
+    true
+}
+
+/// The command queue, held by the running writer and given back when it stops (even if it
+/// panics), so only one writer runs at a time and the next one finds the queue.
+struct Queue<'a> {
+    slot: &'a Mutex<Option<mpsc::Receiver<Request>>>,
+    receiver: Option<mpsc::Receiver<Request>>,
+}
+
+impl<'a> Queue<'a> {
+    fn take(store: &'a StateStore) -> Option<Queue<'a>> {
+        let slot = &store.inner.receiver;
+        let receiver = slot.lock().ok()?.take()?;
+        Some(Queue {
+            slot,
+            receiver: Some(receiver),
+        })
+    }
+}
+
+impl Drop for Queue<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.slot.lock() {
+            *slot = self.receiver.take();
+        }
+    }
+}
