@@ -16,6 +16,24 @@
 //! }
 //! ```
 //!
+//! Several servers over etcd (docs/running-several-servers.md) add a `storage "etcd" { ... }`
+//! block and, when the platform runs, a shared place for its blobs (configuration archives,
+//! module tarballs), which are never kept in the store:
+//!
+//! ```hcl
+//! object_store "s3" {               # or: object_store "dir" { path = "/mnt/shared/blobs" }
+//!   bucket            = "cairn-blobs"
+//!   endpoint          = "https://minio.internal:9000"   # optional (default: AWS)
+//!   region            = "us-east-1"                     # optional
+//!   access_key_id     = "..."       # optional, with secret_access_key (else AWS_* variables)
+//!   secret_access_key = "..."
+//!   prefix            = "cairn/"    # optional
+//! }
+//! ```
+//!
+//! Without an `object_store` block blobs stay in `<data_dir>/blobs`; with `storage "etcd"` and
+//! the platform enabled that is refused (another server could not read them).
+//!
 //! The platform block also takes `public_registry` (the upstream of its public registry proxy)
 //! and `encryption_password` (required for the platform, or CAIRN_PLATFORM_ENCRYPTION_PASSWORD:
 //! its stored credentials are encrypted under it).
@@ -53,6 +71,44 @@ pub(crate) struct ServerConfig {
     /// store in `data_dir`).
     #[serde(default)]
     pub(crate) storage: Option<StorageBlocks>,
+    /// `object_store "s3" { ... }` or `object_store "dir" { path }`: where the platform's blobs
+    /// live (absent: `<data_dir>/blobs`).
+    #[serde(default)]
+    pub(crate) object_store: Option<ObjectStoreBlocks>,
+}
+
+/// The labelled `object_store` blocks; at most one may be given.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ObjectStoreBlocks {
+    #[serde(default)]
+    pub(crate) s3: Option<S3Block>,
+    #[serde(default)]
+    pub(crate) dir: Option<DirBlock>,
+}
+
+/// `object_store "s3"`: an S3-compatible bucket.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct S3Block {
+    pub(crate) bucket: String,
+    #[serde(default)]
+    pub(crate) endpoint: Option<String>,
+    #[serde(default)]
+    pub(crate) region: Option<String>,
+    #[serde(default)]
+    pub(crate) access_key_id: Option<String>,
+    #[serde(default)]
+    pub(crate) secret_access_key: Option<String>,
+    #[serde(default)]
+    pub(crate) prefix: Option<String>,
+}
+
+/// `object_store "dir"`: a directory (shared by every server when there are several).
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DirBlock {
+    pub(crate) path: PathBuf,
 }
 
 /// The labelled `storage` blocks; only `etcd` exists (the embedded store needs no block).
@@ -222,12 +278,16 @@ fn plan_from(
                 .to_owned(),
         ));
     }
+    let platform_runs = services.iter().any(|s| s.kind == ServiceKind::Platform);
+    let on_etcd = config.storage.as_ref().is_some_and(|b| b.etcd.is_some());
+    let blobs = blob_place(config.object_store, &resolve, on_etcd && platform_runs)?;
     let storage = match config.storage.and_then(|blocks| blocks.etcd) {
         None => wiring::StorageChoice::Embedded,
         Some(block) => wiring::StorageChoice::Etcd(block.into_config(base).map_err(Error::Config)?),
     };
     Ok(Plan {
         storage,
+        blobs,
         mode: "server",
         data_dir: DataDir::Kept(resolve(config.data_dir)),
         services,
@@ -243,6 +303,67 @@ fn plan_from(
         },
         scheduler_client: false,
     })
+}
+
+/// Where the platform's blobs go. `shared_needed`: several servers (etcd) run the platform, so
+/// the default `<data_dir>/blobs` is refused.
+fn blob_place(
+    blocks: Option<ObjectStoreBlocks>,
+    resolve: &dyn Fn(PathBuf) -> PathBuf,
+    shared_needed: bool,
+) -> Result<wiring::BlobPlace, Error> {
+    let blocks = blocks.unwrap_or(ObjectStoreBlocks {
+        s3: None,
+        dir: None,
+    });
+    match (blocks.s3, blocks.dir) {
+        (Some(_), Some(_)) => Err(Error::Config(
+            "object_store: give one block, \"s3\" or \"dir\", not both".to_owned(),
+        )),
+        (None, None) if shared_needed => Err(Error::Config(
+            "with storage \"etcd\" the platform needs an object_store \"s3\" block (a bucket) or \
+             an object_store \"dir\" block (a directory every server shares): blobs in one \
+             server's data_dir would be invisible to the others"
+                .to_owned(),
+        )),
+        (None, None) => Ok(wiring::BlobPlace::DataDir),
+        (None, Some(dir)) => {
+            if dir.path.as_os_str().is_empty() {
+                return Err(Error::Config(
+                    "object_store \"dir\": path is empty".to_owned(),
+                ));
+            }
+            Ok(wiring::BlobPlace::Dir(resolve(dir.path)))
+        }
+        (Some(s3), None) => {
+            if s3.bucket.trim().is_empty() {
+                return Err(Error::Config(
+                    "object_store \"s3\": bucket is empty".to_owned(),
+                ));
+            }
+            if s3.access_key_id.is_some() != s3.secret_access_key.is_some() {
+                return Err(Error::Config(
+                    "object_store \"s3\": access_key_id and secret_access_key go together"
+                        .to_owned(),
+                ));
+            }
+            if let Some(endpoint) = &s3.endpoint
+                && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+            {
+                return Err(Error::Config(format!(
+                    "object_store \"s3\": endpoint {endpoint:?} is not an http or https URL"
+                )));
+            }
+            Ok(wiring::BlobPlace::S3(platform::S3Blobs {
+                bucket: s3.bucket,
+                endpoint: s3.endpoint.map(|e| e.trim_end_matches('/').to_owned()),
+                region: s3.region,
+                access_key_id: s3.access_key_id,
+                secret_access_key: s3.secret_access_key,
+                prefix: s3.prefix.unwrap_or_default(),
+            }))
+        }
+    }
 }
 
 /// The scheduler's `acl` block: only `enabled` (Nomad bootstraps its first management token
@@ -393,6 +514,70 @@ mod tests {
         let err = check("data_dir = \"d\"\nscheduler {\n acl { default_policy = \"allow\" }\n}")
             .unwrap_err();
         assert!(err.contains("only `enabled`"), "{err}");
+    }
+
+    const ETCD: &str =
+        "storage \"etcd\" {\n endpoints = [\"http://127.0.0.1:2379\"]\n prefix = \"c/\"\n}\n";
+    const PLATFORM: &str = "platform { encryption_password = \"pw\" }\n";
+
+    #[test]
+    fn config_reads_object_store_blocks() {
+        let plan = check("data_dir = \"d\"\nregistry {}").unwrap();
+        assert_eq!(plan.blobs, wiring::BlobPlace::DataDir);
+        let plan = check(&format!(
+            "data_dir = \"d\"\n{PLATFORM}object_store \"dir\" {{ path = \"shared\" }}"
+        ))
+        .unwrap();
+        assert_eq!(
+            plan.blobs,
+            wiring::BlobPlace::Dir(PathBuf::from("/etc/cairn/shared"))
+        );
+        let plan = check(&format!(
+            "data_dir = \"d\"\n{PLATFORM}object_store \"s3\" {{\n bucket = \"b\"\n endpoint = \"http://127.0.0.1:9020/\"\n access_key_id = \"a\"\n secret_access_key = \"s\"\n prefix = \"cairn/\"\n}}"
+        ))
+        .unwrap();
+        let wiring::BlobPlace::S3(bucket) = plan.blobs else {
+            panic!("{:?}", plan.blobs);
+        };
+        assert_eq!(bucket.bucket, "b");
+        assert_eq!(bucket.endpoint.as_deref(), Some("http://127.0.0.1:9020"));
+        assert_eq!(bucket.prefix, "cairn/");
+        for (bad, says) in [
+            ("object_store \"s3\" { bucket = \"\" }", "bucket is empty"),
+            (
+                "object_store \"s3\" {\n bucket = \"b\"\n access_key_id = \"a\"\n}",
+                "go together",
+            ),
+            (
+                "object_store \"s3\" {\n bucket = \"b\"\n endpoint = \"h:1\"\n}",
+                "not an http",
+            ),
+            ("object_store \"s3\" { bukket = \"b\" }", "bukket"),
+            ("object_store \"nfs\" { path = \"x\" }", "nfs"),
+            (
+                "object_store \"s3\" { bucket = \"b\" }\nobject_store \"dir\" { path = \"x\" }",
+                "not both",
+            ),
+        ] {
+            let err = check(&format!("data_dir = \"d\"\n{PLATFORM}{bad}")).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn config_refuses_etcd_with_the_platform_and_no_shared_blob_store() {
+        let err = check(&format!("data_dir = \"d\"\n{ETCD}{PLATFORM}")).unwrap_err();
+        assert!(err.contains("invisible to the others"), "{err}");
+        // Without the platform there are no blobs; with a shared place it starts.
+        check(&format!("data_dir = \"d\"\n{ETCD}registry {{}}")).unwrap();
+        let plan = check(&format!(
+            "data_dir = \"d\"\n{ETCD}{PLATFORM}object_store \"dir\" {{ path = \"/mnt/blobs\" }}"
+        ))
+        .unwrap();
+        assert_eq!(
+            plan.blobs,
+            wiring::BlobPlace::Dir(PathBuf::from("/mnt/blobs"))
+        );
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         platform_encryption,
         scheduler_client: true,
         storage: wiring::StorageChoice::Embedded,
+        blobs: wiring::BlobPlace::DataDir,
     };
     wiring::run(plan).await
 }

@@ -119,6 +119,19 @@ pub(crate) struct Plan {
     pub(crate) scheduler_client: bool,
     /// Which store: the embedded one in the data dir, or etcd (several servers).
     pub(crate) storage: StorageChoice,
+    /// Where the platform's blobs live (`object_store` in the config).
+    pub(crate) blobs: BlobPlace,
+}
+
+/// Where the platform keeps its blobs (configuration archives, module tarballs).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum BlobPlace {
+    /// `<data_dir>/blobs`, this server's own.
+    DataDir,
+    /// A directory (shared by every server when there are several).
+    Dir(PathBuf),
+    /// An S3-compatible bucket.
+    S3(platform::S3Blobs),
 }
 
 /// Where the store lives.
@@ -583,7 +596,14 @@ async fn build_service(
             };
             let config = platform::Config {
                 dev_root_token,
-                blob_dir: plan.data_dir.path().join("blobs"),
+                blob_dir: match &plan.blobs {
+                    BlobPlace::Dir(dir) => dir.clone(),
+                    _ => plan.data_dir.path().join("blobs"),
+                },
+                blob_s3: match &plan.blobs {
+                    BlobPlace::S3(bucket) => Some(bucket.clone()),
+                    _ => None,
+                },
                 api_rate_limiting_enabled: plan.platform_rate_limiting,
                 metrics: metrics.clone(),
                 public_registry_url: plan.platform_public_registry.clone(),
