@@ -1,8 +1,9 @@
 //! `/v1/agent/*`, `/v1/status/*` and `/v1/regions`: the local agent's own view.
 //!
-//! cairn runs one scheduler server per process, so it is always its own leader and only peer;
-//! its RPC address is reported as Nomad's would be: the host the client reached, on Nomad's
-//! RPC port 4647. `GET /v1/agent/health` reports the server part and, when a client runs in
+//! A lone server (the embedded store) is its own leader and only peer; its RPC address is
+//! reported as Nomad's would be: the host the client reached, on Nomad's RPC port 4647. With
+//! several servers (`Config::cluster`), the leader and peers are the servers' scheduler
+//! listeners (`ip:port`) from the cluster membership, and `""` while no leader is known. `GET /v1/agent/health` reports the server part and, when a client runs in
 //! this process, the client part, as Nomad does (a server-only agent omits `client`).
 //!
 //! Invariants: only `/v1/agent/self` needs a token (`agent:read`, as upstream); the others
@@ -70,14 +71,32 @@ fn rpc_address(headers: &HeaderMap) -> String {
     format!("{}:{RPC_PORT}", host_of(headers))
 }
 
+/// The leader's address: with several servers, the leader's scheduler listener (`""` while
+/// none is known, as Nomad); alone, our own RPC address.
+fn leader_address(state: &crate::State, headers: &HeaderMap) -> String {
+    match &state.config().cluster {
+        Some(cluster) => cluster.leader_address().unwrap_or_default(),
+        None => rpc_address(headers),
+    }
+}
+
 /// `GET /v1/status/leader`.
-pub(crate) async fn read_leader(headers: HeaderMap) -> Json<String> {
-    Json(rpc_address(&headers))
+pub(crate) async fn read_leader(
+    State(state): State<crate::State>,
+    headers: HeaderMap,
+) -> Json<String> {
+    Json(leader_address(&state, &headers))
 }
 
 /// `GET /v1/status/peers`.
-pub(crate) async fn read_peers(headers: HeaderMap) -> Json<Vec<String>> {
-    Json(vec![rpc_address(&headers)])
+pub(crate) async fn read_peers(
+    State(state): State<crate::State>,
+    headers: HeaderMap,
+) -> Json<Vec<String>> {
+    match &state.config().cluster {
+        Some(cluster) => Json((cluster.peers)()),
+        None => Json(vec![rpc_address(&headers)]),
+    }
 }
 
 /// `GET /v1/agent/self`: a small subset of Nomad's answer (`config`, `member`, `stats`);
@@ -123,8 +142,8 @@ pub(crate) async fn read_self(
         "stats": {
             "nomad": {
                 "server": "true",
-                "leader": "true",
-                "leader_addr": rpc_address(&headers),
+                "leader": if state.role().leading() || config.cluster.is_none() { "true" } else { "false" },
+                "leader_addr": leader_address(&state, &headers),
                 "bootstrap": "true",
                 "known_regions": "1",
             },

@@ -33,6 +33,12 @@ pub enum Error {
     /// The state writer has stopped (the server is shutting down).
     #[error("the scheduler is shutting down")]
     ShuttingDown,
+    /// No server is known to lead (Nomad's `structs.ErrNoLeader`).
+    #[error("No cluster leader")]
+    NoLeader,
+    /// A request could not be forwarded to the leader (the message is for the log).
+    #[error("forwarding to the leader: {0}")]
+    Forward(String),
     #[error("internal error: {0}")]
     Internal(String),
     #[error(transparent)]
@@ -49,12 +55,14 @@ impl ApiError for Error {
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::PermissionDenied | Error::TokenNotFound => StatusCode::FORBIDDEN,
             Error::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Internal(_) | Error::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::NoLeader | Error::Forward(_) | Error::Internal(_) | Error::Storage(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
     fn is_public(&self) -> bool {
-        matches!(self, Error::ShuttingDown)
+        matches!(self, Error::ShuttingDown | Error::NoLeader)
     }
 
     fn render(&self, status: StatusCode, public_message: &str) -> Response {

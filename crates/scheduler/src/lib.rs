@@ -35,6 +35,8 @@ mod client_stats;
 mod clock;
 mod error;
 mod exec;
+mod forward;
+mod ha;
 mod jobs;
 mod meta;
 mod metrics;
@@ -67,6 +69,7 @@ use tasks::heartbeat::Heartbeats;
 
 pub(crate) use clock::now_nanos;
 pub use error::Error;
+pub use ha::ClusterView;
 pub use routes::router;
 pub use state::TableIndexes;
 
@@ -96,6 +99,9 @@ pub struct Config {
     /// The process's metrics registry (`cairn` shares one with every service); served at
     /// `/v1/metrics` with this service's figures.
     pub metrics: http_kit::metrics::Metrics,
+    /// Several servers over one store: who leads (writes are forwarded there) and who the
+    /// peers are. `None`: this server is the only one and always leads.
+    pub cluster: Option<ClusterView>,
 }
 
 impl Default for Config {
@@ -110,6 +116,7 @@ impl Default for Config {
             heartbeat_grace: Duration::from_secs(10),
             workers: 64,
             metrics: http_kit::metrics::Metrics::default(),
+            cluster: None,
         }
     }
 }
@@ -133,12 +140,18 @@ struct Inner {
     runtime: Arc<services::Runtime>,
     /// Cancelled when the server stops (ends blocking queries early).
     shutdown: CancellationToken,
+    /// Whether this server leads; the follower's last contact with the store.
+    role: Arc<ha::Role>,
+    /// The store revision the state was loaded at (the follower watches from there).
+    opened_at: storage::Revision,
 }
 
 impl State {
     /// Loads the scheduler's state from storage. Nothing is applied or scheduled until
     /// [`start_tasks`] runs (its leader loop queues the pending evaluations).
     pub async fn open(storage: Arc<dyn Storage>, config: Config) -> Result<State, Error> {
+        // Read before the load: a watch from here replays whatever the load may have missed.
+        let opened_at = storage.revision().await?;
         let store = StateStore::open(Arc::clone(&storage)).await?;
         let broker = Broker::new();
         let sink = broker.clone();
@@ -153,6 +166,8 @@ impl State {
                 client_calls: client_rpc::ClientCalls::default(),
                 runtime: Arc::default(),
                 shutdown: CancellationToken::new(),
+                role: Arc::default(),
+                opened_at,
             }),
         })
     }
@@ -198,6 +213,10 @@ impl State {
         &self.inner.shutdown
     }
 
+    pub(crate) fn role(&self) -> &Arc<ha::Role> {
+        &self.inner.role
+    }
+
     /// The TTL handed to clients: at least `heartbeat_ttl`, and long enough that all nodes
     /// together send at most [`MAX_HEARTBEATS_PER_SECOND`] (Nomad's `RateScaledInterval`).
     pub(crate) fn heartbeat_ttl(&self) -> Duration {
@@ -213,12 +232,21 @@ impl State {
 
 /// Starts the scheduler's background loops through `runner` and returns at once: while this
 /// server leads, the state writer, the scheduling workers and the heartbeat monitor
-/// (`tasks::lead`, restarted from storage each time leadership is gained); on every server,
-/// until shutdown, nothing but ending blocking queries and failing waiting writes when the
-/// server stops.
+/// (`tasks::lead`, restarted from storage each time leadership is gained); while it does not,
+/// the follower that keeps its snapshot equal to the store (`ha::follow_loop`); on every
+/// server, until shutdown, ending blocking queries and failing waiting writes when the server
+/// stops.
 pub fn start_tasks(state: &State, runner: &cluster::Runner) {
     let leading = state.clone();
     runner.leader_loop("scheduler", move |term| tasks::lead(leading.clone(), term));
+    runner.local_loop(
+        "scheduler follower",
+        ha::follow_loop(
+            state.clone(),
+            state.inner.opened_at,
+            runner.shutdown_token(),
+        ),
+    );
     let stopping = state.clone();
     let shutdown = runner.shutdown_token();
     runner.local_loop("scheduler shutdown", async move {

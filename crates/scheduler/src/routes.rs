@@ -7,6 +7,7 @@
 use axum::Router;
 use axum::routing::{get, post, put};
 
+use crate::forward::ForwardLayer;
 use crate::{
     Error, State, acl, agent, allocations, client_fs, client_rpc, client_stats, exec, jobs,
     metrics, namespaces, nodes, pause, services,
@@ -179,7 +180,9 @@ pub fn router(state: State) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state);
+        .with_state(state.clone())
+        // On a server that does not lead, writes go to the leader (forward.rs).
+        .layer(ForwardLayer { state });
     http_kit::header_aliases(routes, HEADER_ALIASES)
 }
 

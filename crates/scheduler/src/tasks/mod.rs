@@ -22,6 +22,8 @@ use crate::structs::EVAL_STATUS_PENDING;
 /// One term of leadership: runs the writer, the workers and the heartbeat monitor until
 /// `term` is cancelled.
 pub(crate) async fn lead(state: State, term: CancellationToken) {
+    // Commands are taken here from now on; the follower stops publishing first.
+    let _term = state.role().begin_term().await;
     match state.store().catch_up().await {
         Ok(true) => tracing::info!("scheduler state reloaded from storage"),
         Ok(false) => {}

@@ -1,0 +1,331 @@
+//! Forwarding to the leader: on a server that does not lead, every request that needs the
+//! state writer or the leader's in-memory state is sent on to the leader over HTTP and the
+//! leader's answer is passed back as it came (status, headers, body streamed, upgrades
+//! spliced), as Nomad's followers forward RPCs.
+//!
+//! What is forwarded (when this server does not lead): every request that is not a GET or
+//! HEAD (job register, deregister, plan, dispatch, evaluations, allocation stop, ACL and
+//! namespace writes...), and the GETs served from what the leader holds in memory: the client
+//! protocol (`/v1/internal/*`, so agents may talk to any server and their reverse channel
+//! lives on the leader), the calls that travel over that channel (`/v1/client/*`: exec, fs,
+//! logs, stats, gc, signal, pause), and the service and check registrations clients report
+//! (`/v1/services`, `/v1/service/*`, `/v1/allocation/*/services|checks`). Every other read is
+//! answered here from the followed snapshot or the store.
+//!
+//! Where it sits: a tower layer inside the header-alias layer of `routes.rs`, so the request
+//! reaches the leader with the caller's headers (token included) and the leader's answer
+//! already carries both header spellings.
+//!
+//! Invariants:
+//! - On the leader the layer adds nothing (no allocation, no box) to a request.
+//! - A forwarded request carries `X-Cairn-Forwarded`; a server receiving one never forwards it
+//!   again (it waits briefly for its own term, else answers 500 `No cluster leader`), so a
+//!   stale view of who leads can never loop a request.
+//! - With no leader known, a request waits up to [`HOLD`] for one (Nomad's RPC hold timeout)
+//!   and then answers 500 `No cluster leader`, as Nomad.
+//! - After a forwarded write succeeds, the answer waits (at most [`HOLD`]) until this
+//!   server's snapshot holds the leader's last committed index, so a read sent here after a
+//!   write sent here sees it.
+//! - Reads answered here on a follower carry the truth in `X-Nomad-KnownLeader` (a leader is
+//!   known) and `X-Nomad-LastContact` (ms since the follower last knew it was current).
+
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use futures::future::{BoxFuture, Either};
+use http::{HeaderValue, Method, StatusCode, Uri, header};
+use http_kit::query::QueryHeaders;
+use hyper_util::rt::TokioIo;
+use tower::{Layer, Service};
+
+use crate::meta::SchedulerHeaders;
+use crate::{Error, State};
+
+/// Marks a request one server forwarded to another.
+pub(crate) const FORWARDED: &str = "x-cairn-forwarded";
+
+/// How long a request waits for a leader to be known (or for this server's term to start),
+/// and how long a forwarded write's answer waits for the follower to catch up.
+pub(crate) const HOLD: Duration = Duration::from_secs(5);
+
+/// How long connecting to the leader may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The layer `routes.rs` wraps the routes in.
+#[derive(Debug, Clone)]
+pub(crate) struct ForwardLayer {
+    pub(crate) state: State,
+}
+
+impl<S> Layer<S> for ForwardLayer {
+    type Service = Forward<S>;
+
+    fn layer(&self, inner: S) -> Forward<S> {
+        Forward {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Forward<S> {
+    inner: S,
+    state: State,
+}
+
+/// Whether a request must be served by the leader.
+fn needs_leader(method: &Method, path: &str) -> bool {
+    if method != Method::GET && method != Method::HEAD {
+        return true;
+    }
+    if path.starts_with("/v1/internal/")
+        || path.starts_with("/v1/client/")
+        || path == "/v1/services"
+        || path.starts_with("/v1/service/")
+    {
+        return true;
+    }
+    path.strip_prefix("/v1/allocation/")
+        .is_some_and(|rest| rest.ends_with("/services") || rest.ends_with("/checks"))
+}
+
+impl<S> Service<Request> for Forward<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let clustered = self.state.config().cluster.is_some();
+        if !clustered || self.state.role().leading() {
+            return Either::Left(self.inner.call(request));
+        }
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        if !needs_leader(request.method(), request.uri().path()) {
+            // Answered here, from the followed snapshot: say how current it is.
+            let answer = inner.call(request);
+            return Either::Right(Box::pin(async move {
+                let mut response = answer.await?;
+                stamp_leader_headers(&state, &mut response);
+                Ok(response)
+            }));
+        }
+        Either::Right(Box::pin(async move {
+            Ok(to_leader(&state, &mut inner, request).await)
+        }))
+    }
+}
+
+/// Sets the known-leader and last-contact headers a local read already carries.
+fn stamp_leader_headers(state: &State, response: &mut Response) {
+    let headers = response.headers_mut();
+    if headers.contains_key(<SchedulerHeaders as QueryHeaders>::KNOWN_LEADER) {
+        let known = state
+            .config()
+            .cluster
+            .as_ref()
+            .is_some_and(|cluster| (cluster.leader_url)().is_some());
+        headers.insert(
+            <SchedulerHeaders as QueryHeaders>::KNOWN_LEADER,
+            HeaderValue::from_static(if known { "true" } else { "false" }),
+        );
+    }
+    if headers.contains_key(<SchedulerHeaders as QueryHeaders>::LAST_CONTACT) {
+        headers.insert(
+            <SchedulerHeaders as QueryHeaders>::LAST_CONTACT,
+            HeaderValue::from(state.role().last_contact_ms()),
+        );
+    }
+}
+
+/// Sends `request` to the leader (or serves it here if this server starts leading while it
+/// waits for one).
+async fn to_leader<S>(state: &State, inner: &mut S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let role = state.role();
+    if request.headers().contains_key(FORWARDED) {
+        // Another server thinks this one leads: wait for the term that is surely starting.
+        if role.wait_leading(HOLD).await {
+            return serve_here(inner, request).await;
+        }
+        return Error::NoLeader.into_response();
+    }
+    let Some(cluster) = state.config().cluster.as_ref() else {
+        return serve_here(inner, request).await;
+    };
+    let deadline = tokio::time::Instant::now() + HOLD;
+    let leader = loop {
+        if role.leading() {
+            return serve_here(inner, request).await;
+        }
+        if let Some(url) = (cluster.leader_url)() {
+            break url;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Error::NoLeader.into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let write = request.method() != Method::GET && request.method() != Method::HEAD;
+    match send(&leader, request).await {
+        Ok(response) => {
+            if write && response.status().is_success() {
+                state.store().wait_caught_up(HOLD).await;
+            }
+            response
+        }
+        Err(err) => {
+            tracing::warn!(leader = %leader, error = %err, "cannot forward to the leader");
+            Error::Forward(err).into_response()
+        }
+    }
+}
+
+async fn serve_here<S>(inner: &mut S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    match inner.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// Sends one request to `leader` (a base URL) on a connection of its own and returns the
+/// answer with its body streaming; a `101 Switching Protocols` answer splices the two
+/// upgraded connections together.
+async fn send(leader: &str, mut request: Request) -> Result<Response, String> {
+    let base: Uri = leader
+        .parse()
+        .map_err(|err| format!("bad leader URL {leader:?}: {err}"))?;
+    if base.scheme_str() != Some("http") {
+        return Err(format!(
+            "forwarding to {leader}: only http:// leader URLs are supported"
+        ));
+    }
+    let authority = base
+        .authority()
+        .ok_or_else(|| format!("bad leader URL {leader:?}: no host"))?
+        .clone();
+    let stream = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect(authority.as_str()),
+    )
+    .await
+    .map_err(|_| format!("connecting to {authority} timed out"))?
+    .map_err(|err| format!("connecting to {authority}: {err}"))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|err| format!("talking to {authority}: {err}"))?;
+    tokio::spawn(async move {
+        if let Err(err) = connection.with_upgrades().await {
+            tracing::debug!(error = %err, "forwarding connection ended");
+        }
+    });
+
+    let upgrade = request
+        .headers()
+        .contains_key(header::UPGRADE)
+        .then(|| hyper::upgrade::on(&mut request));
+    let (mut parts, body) = request.into_parts();
+    parts.uri = parts.uri.path_and_query().map_or_else(
+        || Uri::from_static("/"),
+        |path| Uri::try_from(path.as_str()).unwrap_or_else(|_| Uri::from_static("/")),
+    );
+    parts.version = http::Version::HTTP_11;
+    parts.extensions = http::Extensions::new();
+    if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+        parts.headers.insert(header::HOST, host);
+    }
+    parts
+        .headers
+        .insert(FORWARDED, HeaderValue::from_static("1"));
+    if upgrade.is_none() {
+        parts.headers.remove(header::CONNECTION);
+        parts.headers.remove("keep-alive");
+    }
+    let mut response = sender
+        .send_request(http::Request::from_parts(parts, body))
+        .await
+        .map_err(|err| format!("forwarding to {authority}: {err}"))?;
+
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS
+        && let Some(caller) = upgrade
+    {
+        let leader_side = hyper::upgrade::on(&mut response);
+        tokio::spawn(async move {
+            let (caller, leader_side) = tokio::join!(caller, leader_side);
+            match (caller, leader_side) {
+                (Ok(caller), Ok(leader_side)) => {
+                    let mut caller = TokioIo::new(caller);
+                    let mut leader_side = TokioIo::new(leader_side);
+                    let _ = tokio::io::copy_bidirectional(&mut caller, &mut leader_side).await;
+                }
+                (caller, leader_side) => tracing::debug!(
+                    caller_ok = caller.is_ok(),
+                    leader_ok = leader_side.is_ok(),
+                    "a forwarded upgrade did not complete"
+                ),
+            }
+        });
+    }
+    let (mut parts, body) = response.into_parts();
+    if parts.status != StatusCode::SWITCHING_PROTOCOLS {
+        parts.headers.remove(header::CONNECTION);
+        parts.headers.remove("keep-alive");
+        parts.headers.remove(header::TRANSFER_ENCODING);
+    }
+    Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_and_leader_held_reads_need_the_leader_and_snapshot_reads_do_not() {
+        for (method, path) in [
+            (Method::POST, "/v1/jobs"),
+            (Method::PUT, "/v1/job/web"),
+            (Method::DELETE, "/v1/job/web"),
+            (Method::POST, "/v1/acl/policy/x"),
+            (Method::GET, "/v1/internal/node/n1/allocations"),
+            (Method::GET, "/v1/client/fs/logs/a1"),
+            (Method::GET, "/v1/client/allocation/a1/exec"),
+            (Method::GET, "/v1/services"),
+            (Method::GET, "/v1/service/web"),
+            (Method::GET, "/v1/allocation/a1/services"),
+            (Method::GET, "/v1/allocation/a1/checks"),
+        ] {
+            assert!(needs_leader(&method, path), "{method} {path}");
+        }
+        for (method, path) in [
+            (Method::GET, "/v1/jobs"),
+            (Method::GET, "/v1/job/web/allocations"),
+            (Method::GET, "/v1/allocation/a1"),
+            (Method::GET, "/v1/nodes"),
+            (Method::GET, "/v1/status/leader"),
+            (Method::GET, "/v1/acl/policies"),
+            (Method::HEAD, "/v1/jobs"),
+        ] {
+            assert!(!needs_leader(&method, path), "{method} {path}");
+        }
+    }
+}
