@@ -64,6 +64,12 @@ impl Hierarchies {
     fn discover() -> Hierarchies {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        Hierarchies::parse(&mountinfo, &own)
+    }
+
+    /// The hierarchies `mountinfo` (`/proc/self/mountinfo`) mounts, with this process's paths
+    /// in the v1 ones from `own` (`/proc/self/cgroup`).
+    fn parse(mountinfo: &str, own: &str) -> Hierarchies {
         let own_path = |controller: &str| -> String {
             own.lines()
                 .filter_map(|line| {
@@ -158,7 +164,11 @@ pub(crate) fn shares_to_weight(shares: i64) -> i64 {
 
 /// Creates the task's cgroups with `limits` (the task joins them itself).
 pub(crate) fn create(name: &str, limits: Limits) -> Result<TaskCgroups, String> {
-    let found = Hierarchies::discover();
+    create_in(&Hierarchies::discover(), name, limits)
+}
+
+/// [`create`] below the hierarchies `found`.
+fn create_in(found: &Hierarchies, name: &str, limits: Limits) -> Result<TaskCgroups, String> {
     let shares = limits.cpu_mhz.max(2);
     let limit_mb = if limits.memory_max_mb > 0 {
         limits.memory_max_mb
@@ -203,7 +213,7 @@ pub(crate) fn create(name: &str, limits: Limits) -> Result<TaskCgroups, String> 
     else {
         return Err(format!(
             "no usable cgroup hierarchy for cpu and memory: {}",
-            describe(&found)
+            describe(found)
         ));
     };
     let memory_dir = below(memory_mount, memory_own).join(name);
@@ -362,6 +372,112 @@ mod tests {
         assert_eq!(shares_to_weight(1024), 39);
         assert_eq!(shares_to_weight(262_144), 10_000);
         assert_eq!(shares_to_weight(0), 1);
+    }
+
+    /// A directory standing in for a cgroup mount: the files the kernel would offer are plain
+    /// files here, so this checks the layout and values written, not the kernel's answer.
+    fn fake_mount(controllers: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.controllers"), controllers).unwrap();
+        dir
+    }
+
+    fn read(path: PathBuf) -> String {
+        std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    }
+
+    #[test]
+    fn the_unified_hierarchy_is_found_and_used_only_with_cpu_and_memory() {
+        let mountinfo = "30 23 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n\
+                         31 23 0:28 / /proc rw - proc proc rw\n";
+        let found = Hierarchies::parse(mountinfo, "0::/init.scope\n");
+        assert_eq!(found.unified.as_deref(), Some(Path::new("/sys/fs/cgroup")));
+        assert!(found.memory.is_none() && found.cpu.is_none());
+
+        let without = fake_mount("cpuset io pids");
+        let found = Hierarchies {
+            unified: Some(without.path().to_path_buf()),
+            ..Hierarchies::default()
+        };
+        assert!(found.usable_unified().is_none());
+        let refused = create_in(&found, "t", limits(100, 64, 0)).unwrap_err();
+        assert!(
+            refused.contains("without the cpu and memory controllers"),
+            "{refused}"
+        );
+    }
+
+    fn limits(cpu_mhz: i64, memory_mb: i64, memory_max_mb: i64) -> Limits {
+        Limits {
+            cpu_mhz,
+            memory_mb,
+            memory_max_mb,
+        }
+    }
+
+    #[test]
+    fn v2_limits_are_written_under_cairn_slice() {
+        let mount = fake_mount("cpuset cpu io memory pids");
+        let found = Hierarchies {
+            unified: Some(mount.path().to_path_buf()),
+            ..Hierarchies::default()
+        };
+        let cgroups = create_in(&found, "cairn-a-t", limits(500, 128, 256)).unwrap();
+        let dir = mount.path().join("cairn.slice/cairn-a-t");
+        assert_eq!(cgroups.version, Version::V2);
+        assert_eq!(cgroups.dirs, vec![dir.clone()]);
+        assert_eq!(
+            read(mount.path().join("cairn.slice/cgroup.subtree_control")),
+            "+cpu +memory"
+        );
+        assert_eq!(
+            read(dir.join("cpu.weight")),
+            shares_to_weight(500).to_string()
+        );
+        assert_eq!(
+            read(dir.join("memory.max")),
+            (256 * 1024 * 1024).to_string()
+        );
+        assert_eq!(
+            read(dir.join("memory.low")),
+            (128 * 1024 * 1024).to_string()
+        );
+        assert_eq!(read(dir.join("memory.swap.max")), "0");
+
+        // Without a maximum the limit is MemoryMB and no low mark is set.
+        create_in(&found, "cairn-b-t", limits(100, 64, 0)).unwrap();
+        let dir = mount.path().join("cairn.slice/cairn-b-t");
+        assert_eq!(read(dir.join("memory.max")), (64 * 1024 * 1024).to_string());
+        assert!(!dir.join("memory.low").exists());
+    }
+
+    #[test]
+    fn v1_limits_are_written_below_the_agents_own_cgroups() {
+        let memory = tempfile::tempdir().unwrap();
+        let cpu = tempfile::tempdir().unwrap();
+        for mount in [&memory, &cpu] {
+            // The agent's own cgroup exists, as it does on a real host.
+            std::fs::create_dir(mount.path().join("agent")).unwrap();
+        }
+        let found = Hierarchies {
+            unified: None,
+            memory: Some((memory.path().to_path_buf(), "/agent".to_owned())),
+            cpu: Some((cpu.path().to_path_buf(), "/agent".to_owned())),
+        };
+        let cgroups = create_in(&found, "cairn-a-t", limits(500, 128, 256)).unwrap();
+        let memory_dir = memory.path().join("agent/cairn-a-t");
+        let cpu_dir = cpu.path().join("agent/cairn-a-t");
+        assert_eq!(cgroups.version, Version::V1);
+        assert_eq!(cgroups.dirs, vec![memory_dir.clone(), cpu_dir.clone()]);
+        assert_eq!(read(cpu_dir.join("cpu.shares")), "500");
+        assert_eq!(
+            read(memory_dir.join("memory.limit_in_bytes")),
+            (256 * 1024 * 1024).to_string()
+        );
+        assert_eq!(
+            read(memory_dir.join("memory.soft_limit_in_bytes")),
+            (128 * 1024 * 1024).to_string()
+        );
     }
 
     #[test]
