@@ -15,7 +15,7 @@
 //! - The snapshot's `index` and table indexes never go backwards: a batch stamps each table it
 //!   changes with the batch's index, as the writer does.
 //! - Secondary indexes (`allocs_by_node`, `allocs_by_job`, `node_usage`, `blocked_evals`,
-//!   `jobs` as the latest version) stay as the writer keeps them.
+//!   `evals_by_job`, `jobs` as the latest version) stay as the writer keeps them.
 //! - Keys outside the snapshot's tables (ACL, namespaces) are ignored: they are read from the
 //!   store per request on every server.
 //! - A watch that fails (compaction, a broken connection) or that is seen to lag behind the
@@ -33,9 +33,7 @@ use super::{Snapshot, StateStore, keys, load};
 /// Every key the snapshot's tables live under (ACL and namespace keys too, which are skipped).
 const PREFIX: &str = "scheduler/";
 use crate::Error;
-use crate::structs::{
-    Allocation, EVAL_STATUS_BLOCKED, Evaluation, Job, JobKey, JobSubmission, Node,
-};
+use crate::structs::{Allocation, Evaluation, Job, JobKey, JobSubmission, Node};
 
 /// How long the follower waits for an event before it checks the stored index itself.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -268,15 +266,9 @@ fn apply_event(snap: &mut Snapshot, event: &Event) -> Result<(), Error> {
     } else if let Some(rest) = key.strip_prefix(keys::EVALS) {
         if put {
             let eval: Evaluation = decode(event)?;
-            if eval.status == EVAL_STATUS_BLOCKED {
-                snap.blocked_evals.insert(eval.id.clone());
-            } else {
-                snap.blocked_evals.remove(&eval.id);
-            }
-            snap.evals.insert(eval.id.clone(), Arc::new(eval));
+            snap.insert_eval(Arc::new(eval));
         } else if let Some(id) = id_after_index(rest) {
-            snap.blocked_evals.remove(id);
-            snap.evals.remove(id);
+            remove_eval(snap, id);
         }
         snap.tables.evals = snap.tables.evals.max(index);
     }
@@ -304,6 +296,21 @@ fn remove_alloc(snap: &mut Snapshot, id: &str) {
         ids.remove(id);
         if ids.is_empty() {
             snap.allocs_by_job.remove(&job_key);
+        }
+    }
+}
+
+/// Takes an evaluation out of the tables and out of `blocked_evals` and `evals_by_job`.
+fn remove_eval(snap: &mut Snapshot, id: &str) {
+    let Some(old) = snap.evals.remove(id) else {
+        return;
+    };
+    snap.blocked_evals.remove(id);
+    let job_key = JobKey::new(&old.namespace, &old.job_id);
+    if let Some(ids) = snap.evals_by_job.get_mut(&job_key) {
+        ids.remove(id);
+        if ids.is_empty() {
+            snap.evals_by_job.remove(&job_key);
         }
     }
 }

@@ -5,8 +5,10 @@
 //! writer loop ([`run_writer`]) takes every command waiting, applies them one after another to
 //! a draft of the next snapshot (`draft.rs`, `fsm.rs`), commits all their storage operations in
 //! ONE transaction (one fsync for the batch, like raft's batched apply), and only then
-//! publishes the new snapshot and answers each caller. Readers call [`StateStore::snapshot`]
-//! and never wait for the writer.
+//! publishes the new snapshot and answers each caller. The loop (`writer.rs`) is pipelined one
+//! deep: while batch k commits, batch k+1 is applied to a draft on top of k's, and committed
+//! (or, if k's commit failed, rebuilt on the committed state) once k's commit returns.
+//! Readers call [`StateStore::snapshot`] and never wait for the writer.
 //!
 //! Invariants:
 //! - An acknowledged command is durable: the reply is sent after the storage commit.
@@ -33,16 +35,18 @@ mod load;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+mod writer;
 
 use std::sync::{Arc, Mutex};
 
-use storage::{Op, Storage, Txn};
+use storage::Storage;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use fsm::{Command, DeregisterJob, Outcome, RegisterJob};
 pub use snapshot::TableIndexes;
 pub(crate) use snapshot::{Snapshot, TRACKED_VERSIONS};
+pub(crate) use writer::run_writer;
 
 use crate::Error;
 use crate::structs::Evaluation;
@@ -161,132 +165,5 @@ impl StateStore {
         if let Ok(mut slot) = self.inner.on_pending.lock() {
             *slot = Some(sink);
         }
-    }
-}
-
-/// The writer loop: applies commands in batches until `term` is cancelled, then fails the
-/// commands still waiting and gives the queue back for the next writer.
-pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
-    let mut queue = Queue::take(&store);
-    let Some(receiver) = queue.as_mut().and_then(|queue| queue.receiver.as_mut()) else {
-        tracing::error!("a second scheduler state writer was started; only one may run");
-        return;
-    };
-    loop {
-        let first = tokio::select! {
-            biased;
-            () = term.cancelled() => break,
-            request = receiver.recv() => match request {
-                Some(request) => request,
-                None => break,
-            },
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match receiver.try_recv() {
-                Ok(request) => batch.push(request),
-                Err(_) => break,
-            }
-        }
-        commit_batch(&store, batch).await;
-    }
-    // This server no longer writes: whoever waits should retry (on the next leader).
-    while let Ok(Request { reply, .. }) = receiver.try_recv() {
-        let _ = reply.send(Err(Error::ShuttingDown));
-    }
-}
-
-/// The command queue, held by the running writer and given back when it stops (even if it
-/// panics), so only one writer runs at a time and the next one finds the queue.
-struct Queue<'a> {
-    slot: &'a Mutex<Option<mpsc::Receiver<Request>>>,
-    receiver: Option<mpsc::Receiver<Request>>,
-}
-
-impl<'a> Queue<'a> {
-    fn take(store: &'a StateStore) -> Option<Queue<'a>> {
-        let slot = &store.inner.receiver;
-        let receiver = slot.lock().ok()?.take()?;
-        Some(Queue {
-            slot,
-            receiver: Some(receiver),
-        })
-    }
-}
-
-impl Drop for Queue<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut slot) = self.slot.lock() {
-            *slot = self.receiver.take();
-        }
-    }
-}
-
-async fn commit_batch(store: &StateStore, batch: Vec<Request>) {
-    let base = store.snapshot();
-    let mut draft = draft::Draft::new((*base).clone());
-    draft.snap.index = base.index + 1;
-    let now = crate::clock::now_nanos();
-    let mut replies = Vec::with_capacity(batch.len());
-    for Request { command, reply } in batch {
-        let checkpoint = draft.checkpoint();
-        match fsm::apply(&mut draft, command, now) {
-            Ok(outcome) => replies.push((reply, Ok(outcome))),
-            Err(err) => {
-                draft.rollback(checkpoint);
-                replies.push((reply, Err(err)));
-            }
-        }
-    }
-    if draft.ops.is_empty() {
-        for (reply, result) in replies {
-            let _ = reply.send(result.map(|outcome| Applied {
-                index: base.index,
-                outcome,
-            }));
-        }
-        return;
-    }
-    if draft.capacity_changed
-        && let Err(err) = fsm::unblock_evals(&mut draft, now)
-    {
-        tracing::error!(error = %err, "cannot unblock evaluations");
-    }
-    let index = draft.index();
-    let commands = replies.len();
-    let ops = draft.ops.len();
-    let started = std::time::Instant::now();
-    let mut txn = Txn::new();
-    for op in std::mem::take(&mut draft.ops) {
-        txn = txn.then(op);
-    }
-    txn = txn.then(Op::Put {
-        key: keys::INDEX.as_bytes().to_vec(),
-        value: index.to_string().into_bytes(),
-    });
-    if let Err(err) = store.inner.storage.txn(txn).await {
-        tracing::error!(error = %err, "cannot commit scheduler state");
-        for (reply, _) in replies {
-            let _ = reply.send(Err(Error::Internal(format!("storage: {err}"))));
-        }
-        return;
-    }
-    tracing::debug!(
-        index,
-        commands,
-        ops,
-        commit_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "scheduler state committed"
-    );
-    let pending = std::mem::take(&mut draft.pending_evals);
-    store.inner.current.send_replace(Arc::new(draft.snap));
-    if !pending.is_empty()
-        && let Ok(sink) = store.inner.on_pending.lock()
-        && let Some(sink) = sink.as_ref()
-    {
-        sink(pending);
-    }
-    for (reply, result) in replies {
-        let _ = reply.send(result.map(|outcome| Applied { index, outcome }));
     }
 }
