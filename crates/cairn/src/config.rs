@@ -128,6 +128,10 @@ pub(crate) struct ServiceBlock {
     pub(crate) address: Option<SocketAddr>,
     #[serde(default)]
     pub(crate) tls: Option<TlsBlock>,
+    /// The URL other servers and clients reach this service at (`http(s)://host:port`; Vault's
+    /// `api_addr`); absent: the bound address (a wildcard bind as loopback).
+    #[serde(default)]
+    pub(crate) advertise: Option<String>,
     /// Registry: `acl { enabled = true  initial_management_token = "..."  default_policy = "deny" }`;
     /// scheduler: `acl { enabled = true }`. Both default to enabled.
     #[serde(default)]
@@ -194,6 +198,27 @@ pub(crate) fn check_registry_url(url: &str) -> Result<String, Error> {
         _ => Err(Error::Config(format!(
             "platform public registry: {url:?} is not an absolute http or https URL"
         ))),
+    }
+}
+
+/// A service's `advertise` URL: `http(s)://host:port`, nothing after the port.
+fn check_advertise(kind: ServiceKind, url: &str) -> Result<String, Error> {
+    let url = url.trim_end_matches('/');
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    let valid = rest.is_some_and(|rest| {
+        rest.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok_and(|p| p > 0)
+        })
+    });
+    if valid {
+        Ok(url.to_owned())
+    } else {
+        Err(Error::Config(format!(
+            "{}: advertise must be http://host:port or https://host:port, not {url:?}",
+            kind.name()
+        )))
     }
 }
 
@@ -264,12 +289,17 @@ fn plan_from(
                 )));
             }
         };
+        let advertise = match &block.advertise {
+            None => None,
+            Some(url) => Some(check_advertise(kind, url)?),
+        };
         services.push(Listen {
             kind,
             addr,
             tls,
             registry_acl,
             scheduler_acl,
+            advertise,
         });
     }
     if services.is_empty() {
@@ -514,6 +544,28 @@ mod tests {
         let err = check("data_dir = \"d\"\nscheduler {\n acl { default_policy = \"allow\" }\n}")
             .unwrap_err();
         assert!(err.contains("only `enabled`"), "{err}");
+    }
+
+    #[test]
+    fn config_reads_advertise_urls_and_rejects_malformed_ones() {
+        let plan =
+            check("data_dir = \"d\"\nregistry { advertise = \"http://10.0.0.5:8500/\" }").unwrap();
+        assert_eq!(
+            plan.services[0].advertise.as_deref(),
+            Some("http://10.0.0.5:8500")
+        );
+        for bad in [
+            "10.0.0.5:8500",
+            "http://10.0.0.5",
+            "http://h:8500/x",
+            "ftp://h:1",
+        ] {
+            let err = check(&format!(
+                "data_dir = \"d\"\nsecrets {{ advertise = \"{bad}\" }}"
+            ))
+            .unwrap_err();
+            assert!(err.contains("advertise must be"), "{bad}: {err}");
+        }
     }
 
     const ETCD: &str =

@@ -49,6 +49,7 @@ pub(crate) async fn run(args: DevArgs) -> Result<(), Error> {
         tls: None,
         registry_acl: None,
         scheduler_acl: None,
+        advertise: None,
     };
     let dev_env_files = std::iter::once(data_dir.path().join(crate::dev_env::FILE_NAME))
         .chain(crate::dev_env::user_file())

@@ -74,6 +74,9 @@ pub(crate) struct Listen {
     pub(crate) registry_acl: Option<registry::AclConfig>,
     /// Whether the scheduler enforces ACLs, from the config file (absent: on).
     pub(crate) scheduler_acl: Option<bool>,
+    /// The URL other servers and clients reach this service at (`advertise` in the config);
+    /// `None`: `scheme://` + the bound address (a wildcard bind as loopback).
+    pub(crate) advertise: Option<String>,
 }
 
 /// Where the store lives.
@@ -251,16 +254,26 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
         let store = storage_etcd::EtcdStorage::open(config)
             .await
             .map_err(Error::OpenEtcd)?;
-        // This server campaigns under a name of its own; the key's value says who leads.
-        let id = format!("cairn-{}-{:08x}", std::process::id(), rand::random::<u32>());
-        let leadership = Arc::new(storage_etcd::EtcdLeadership::start(
-            store.client().clone(),
-            storage_etcd::LeadershipOptions::new(store.leader_key(), id),
-        ));
+        let client = store.client().clone();
+        let (key, members) = (store.leader_key(), store.members_prefix());
         let storage: Arc<dyn Storage> = Arc::new(store);
-        let result = serve_all(&plan, storage.clone(), &metrics, leadership.clone()).await;
+        // Campaigning starts once the listeners are bound, so this server advertises the
+        // addresses it really serves on.
+        let started: Arc<std::sync::OnceLock<Arc<storage_etcd::EtcdLeadership>>> = Arc::default();
+        let keep = started.clone();
+        let elect = move |server: cluster::ServerInfo| -> Arc<dyn cluster::Leadership> {
+            let options = storage_etcd::LeadershipOptions::new(key, server.id.clone())
+                .with_server(server)
+                .with_members(members);
+            let leadership = Arc::new(storage_etcd::EtcdLeadership::start(client, options));
+            let _ = keep.set(leadership.clone());
+            leadership
+        };
+        let result = serve_all(&plan, storage.clone(), &metrics, Box::new(elect)).await;
         // Hand over at once rather than when the lease expires.
-        leadership.resign().await;
+        if let Some(leadership) = started.get() {
+            leadership.resign().await;
+        }
         let closed = storage.close().await.map_err(Error::CloseStore);
         drop(plan.data_dir);
         return result.and(closed);
@@ -282,18 +295,35 @@ pub(crate) async fn run(plan: Plan) -> Result<(), Error> {
         Arc::new(opened)
     };
 
-    let leadership = Arc::new(cluster::AlwaysLeader::new());
-    let result = serve_all(&plan, storage.clone(), &metrics, leadership).await;
+    let single = |server: cluster::ServerInfo| -> Arc<dyn cluster::Leadership> {
+        Arc::new(cluster::AlwaysLeader::serving(server))
+    };
+    let result = serve_all(&plan, storage.clone(), &metrics, Box::new(single)).await;
     let closed = storage.close().await.map_err(Error::CloseStore);
     drop(plan.data_dir); // removes a temporary data dir, now that the store is closed
     result.and(closed)
+}
+
+/// Starts the leadership for this server once its listeners are bound.
+type Elect = Box<dyn FnOnce(cluster::ServerInfo) -> Arc<dyn cluster::Leadership> + Send>;
+
+/// This server's description: a fresh id, the host name, and each service's advertised URL.
+fn this_server(services: &[(ServiceKind, String)]) -> cluster::ServerInfo {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_default();
+    let id = format!("cairn-{}-{:08x}", std::process::id(), rand::random::<u32>());
+    services.iter().fold(
+        cluster::ServerInfo::new(id, hostname),
+        |server, (kind, url)| server.with_url(kind.name(), url.clone()),
+    )
 }
 
 async fn serve_all(
     plan: &Plan,
     storage: Arc<dyn Storage>,
     metrics: &Metrics,
-    leadership: Arc<dyn cluster::Leadership>,
+    elect: Elect,
 ) -> Result<(), Error> {
     let signals = Signals::install()?;
     let mut bound = Vec::new();
@@ -324,6 +354,17 @@ async fn serve_all(
         bound.push((service, listener, local, tls));
     }
 
+    let advertised: Vec<(ServiceKind, String)> = bound
+        .iter()
+        .map(|(service, _, local, tls)| {
+            let url = service.advertise.clone().unwrap_or_else(|| {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                format!("{scheme}://{}", advertise(*local))
+            });
+            (service.kind, url)
+        })
+        .collect();
+    let leadership = elect(this_server(&advertised));
     let shutdown = CancellationToken::new();
     // With the embedded store this server always leads; on etcd, leadership is elected.
     let runner = cluster::Runner::new(leadership, shutdown.clone());
@@ -495,6 +536,7 @@ async fn build_service(
                     .map(|_| plan.data_dir.path().join(DEV_UNSEAL_KEY_FILE)),
                 dev_root_token,
                 metrics: metrics.clone(),
+                cluster: Some(runner.leadership()),
             };
             let state = secrets::State::open(storage, config)
                 .await
@@ -505,6 +547,7 @@ async fn build_service(
         ServiceKind::Registry => {
             let mut config = registry::Config::new(advertise(local));
             config.metrics = metrics.clone();
+            config.cluster = Some(runner.leadership());
             config.acl = match (&dev_root_token, &listen.registry_acl) {
                 // `cairn dev --acl`: the root token is the initial management token.
                 (Some(token), _) if plan.dev_acl => registry::AclConfig {
@@ -539,6 +582,7 @@ async fn build_service(
                 },
                 dev_root_token,
                 metrics: metrics.clone(),
+                cluster: scheduler_cluster(runner),
                 ..scheduler::Config::default()
             };
             let state = scheduler::State::open(storage, config)
@@ -700,4 +744,28 @@ impl Signals {
             _ = self.terminate.recv() => "SIGTERM",
         }
     }
+}
+
+/// With elected leadership (several servers), who leads and who serves, for the scheduler's
+/// forwarding and status endpoints; `None` for the embedded store's single server.
+fn scheduler_cluster(runner: &cluster::Runner) -> Option<scheduler::ClusterView> {
+    let leadership = runner.leadership();
+    if !leadership.is_elected() {
+        return None;
+    }
+    let leader = leadership.clone();
+    Some(scheduler::ClusterView {
+        leader_url: Arc::new(move || {
+            leader
+                .leader()
+                .and_then(|server| server.url("scheduler").map(str::to_owned))
+        }),
+        peers: Arc::new(move || {
+            leadership
+                .peers()
+                .iter()
+                .filter_map(|server| server.addr("scheduler").map(str::to_owned))
+                .collect()
+        }),
+    })
 }

@@ -10,6 +10,11 @@
 //! ([`AlwaysLeader`]); a distributed store supplies an elected implementation, and no loop
 //! changes when it does.
 //!
+//! Membership: each server describes itself as a [`ServerInfo`] (an id and, per service, the
+//! URL clients reach it at); the leadership answers who leads ([`Leadership::leader`]) and who
+//! serves ([`Leadership::peers`]), which the services' status endpoints report (Consul's
+//! `/v1/status/leader`, Vault's `sys/leader`, `sys/ha-status`, `sys/health`'s standby code).
+//!
 //! Where it sits: below the service crates and `cairn`; it knows nothing of any service.
 //!
 //! Invariants:
@@ -19,7 +24,10 @@
 //!   it can start again. A loop therefore rebuilds what it needs from storage when it starts.
 //! - every task the runner starts is joined by [`Runner::shutdown_and_wait`]; nothing outlives it.
 //! - a loop that panics is logged and does not take the runner, or other loops, down.
+//! - [`Leadership::leader`] is `Some` only for a server known to lead now; when this server
+//!   leads it is this server itself. [`Leadership::peers`] always includes this server.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -28,23 +36,103 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Whether this server is the one that runs cluster-wide work.
+/// One server of a cluster, as the others and the clients see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// Unique among the servers of one cluster (stable for the life of the process).
+    pub id: String,
+    /// The host name this server runs on (Vault's `sys/ha-status` `hostname`).
+    pub hostname: String,
+    /// Per service name (`secrets`, `registry`, `scheduler`, `platform`), the URL clients
+    /// reach it at: `http://host:port` or `https://host:port`, no trailing slash.
+    pub urls: BTreeMap<String, String>,
+}
+
+impl ServerInfo {
+    /// A server with this id on this host and no service yet.
+    pub fn new(id: impl Into<String>, hostname: impl Into<String>) -> ServerInfo {
+        ServerInfo {
+            id: id.into(),
+            hostname: hostname.into(),
+            urls: BTreeMap::new(),
+        }
+    }
+
+    /// Adds the URL clients reach `service` at.
+    pub fn with_url(mut self, service: &str, url: impl Into<String>) -> ServerInfo {
+        self.urls.insert(service.to_owned(), url.into());
+        self
+    }
+
+    /// The URL of `service` on this server, if it runs there.
+    pub fn url(&self, service: &str) -> Option<&str> {
+        self.urls.get(service).map(String::as_str)
+    }
+
+    /// `host:port` of `service` on this server (its URL without the scheme), as Consul's
+    /// `/v1/status/leader` and Nomad's report a server.
+    pub fn addr(&self, service: &str) -> Option<&str> {
+        let url = self.url(service)?;
+        Some(url.split_once("://").map_or(url, |(_, rest)| rest))
+    }
+}
+
+/// Whether this server is the one that runs cluster-wide work, and who the servers are.
 pub trait Leadership: Send + Sync + fmt::Debug + 'static {
     /// Leadership as it changes: `true` while this server leads. The receiver sees every
     /// change; it closes only when the leadership itself is gone.
     fn watch(&self) -> watch::Receiver<bool>;
+
+    /// Whether this server leads right now.
+    fn is_leader(&self) -> bool {
+        *self.watch().borrow()
+    }
+
+    /// Whether leadership is elected among several servers (Vault's `ha_enabled`): `false`
+    /// for the embedded store's single server.
+    fn is_elected(&self) -> bool {
+        false
+    }
+
+    /// This server.
+    fn this_server(&self) -> ServerInfo;
+
+    /// The server that leads now, with its URLs; `None` while no leader is known (an
+    /// election in progress, or this server cannot reach the store).
+    fn leader(&self) -> Option<ServerInfo> {
+        self.is_leader().then(|| self.this_server())
+    }
+
+    /// Whether a leader is known now (`leader().is_some()`, without building it): the
+    /// KnownLeader headers every response carries.
+    fn knows_leader(&self) -> bool {
+        self.leader().is_some()
+    }
+
+    /// Every server known to serve now, this one included, ordered by id.
+    fn peers(&self) -> Vec<ServerInfo> {
+        vec![self.this_server()]
+    }
 }
 
 /// The embedded store's leadership: one server, always the leader.
 #[derive(Debug)]
 pub struct AlwaysLeader {
     leading: watch::Sender<bool>,
+    server: ServerInfo,
 }
 
 impl AlwaysLeader {
+    /// A single server without a description (tests; [`AlwaysLeader::serving`] for a server).
     pub fn new() -> AlwaysLeader {
+        AlwaysLeader::serving(ServerInfo::default())
+    }
+
+    /// The single server `server`, always the leader.
+    pub fn serving(server: ServerInfo) -> AlwaysLeader {
         AlwaysLeader {
             leading: watch::Sender::new(true),
+            server,
         }
     }
 }
@@ -58,6 +146,14 @@ impl Default for AlwaysLeader {
 impl Leadership for AlwaysLeader {
     fn watch(&self) -> watch::Receiver<bool> {
         self.leading.subscribe()
+    }
+
+    fn this_server(&self) -> ServerInfo {
+        self.server.clone()
+    }
+
+    fn knows_leader(&self) -> bool {
+        true
     }
 }
 
@@ -84,6 +180,10 @@ impl ManualLeadership {
 impl Leadership for ManualLeadership {
     fn watch(&self) -> watch::Receiver<bool> {
         self.leading.subscribe()
+    }
+
+    fn this_server(&self) -> ServerInfo {
+        ServerInfo::default()
     }
 }
 
@@ -133,7 +233,12 @@ impl Runner {
 
     /// Whether this server leads right now.
     pub fn is_leader(&self) -> bool {
-        *self.inner.leadership.watch().borrow()
+        self.inner.leadership.is_leader()
+    }
+
+    /// The leadership this runner follows: who leads and who the servers are.
+    pub fn leadership(&self) -> Arc<dyn Leadership> {
+        self.inner.leadership.clone()
     }
 
     /// Runs `task` on this server until it returns; it must return once
@@ -258,6 +363,24 @@ mod tests {
             .await
             .expect("an event within 5 s")
             .expect("the loop's sender is alive")
+    }
+
+    #[test]
+    fn a_single_server_is_its_own_leader_and_only_peer() {
+        let me = ServerInfo::new("one", "host").with_url("registry", "http://127.0.0.1:8500");
+        let leadership = AlwaysLeader::serving(me.clone());
+        assert!(leadership.is_leader());
+        assert!(!leadership.is_elected());
+        assert_eq!(leadership.leader(), Some(me.clone()));
+        assert_eq!(leadership.peers(), vec![me.clone()]);
+        assert_eq!(me.addr("registry"), Some("127.0.0.1:8500"));
+        assert_eq!(me.addr("secrets"), None);
+        let follower = ManualLeadership::new(false);
+        assert_eq!(
+            follower.leader(),
+            None,
+            "a follower of nobody knows no leader"
+        );
     }
 
     #[tokio::test]

@@ -68,6 +68,9 @@ pub struct Config {
     /// The process's metrics registry (`cairn` shares one with every service); served at
     /// `/v1/agent/metrics` with this service's figures.
     pub metrics: http_kit::metrics::Metrics,
+    /// Who leads and who the servers are (`/v1/status/*`, `X-Registry-KnownLeader`); `None`:
+    /// a single server, its own leader at `advertise_addr`.
+    pub cluster: Option<Arc<dyn cluster::Leadership>>,
 }
 
 /// ACL settings. With ACLs disabled every request is allowed.
@@ -90,6 +93,7 @@ impl Config {
             session_ttl_min: Duration::from_secs(10),
             acl: AclConfig::default(),
             metrics: http_kit::metrics::Metrics::default(),
+            cluster: None,
         }
     }
 }
@@ -162,6 +166,37 @@ impl State {
 
     fn advertise_addr(&self) -> SocketAddr {
         self.inner.config.advertise_addr
+    }
+
+    /// The leader's registry address (`ip:port`), `None` while no leader is known.
+    pub(crate) fn leader_addr(&self) -> Option<String> {
+        match &self.inner.config.cluster {
+            None => Some(self.advertise_addr().to_string()),
+            Some(cluster) => cluster
+                .leader()
+                .map(|leader| leader.addr("registry").unwrap_or_default().to_owned()),
+        }
+    }
+
+    /// Whether a leader is known (the KnownLeader header).
+    pub(crate) fn knows_leader(&self) -> bool {
+        self.inner
+            .config
+            .cluster
+            .as_ref()
+            .is_none_or(|cluster| cluster.knows_leader())
+    }
+
+    /// The registry address (`ip:port`) of every server known to serve.
+    pub(crate) fn peer_addrs(&self) -> Vec<String> {
+        match &self.inner.config.cluster {
+            None => vec![self.advertise_addr().to_string()],
+            Some(cluster) => cluster
+                .peers()
+                .iter()
+                .filter_map(|peer| peer.addr("registry").map(str::to_owned))
+                .collect(),
+        }
     }
 }
 

@@ -267,6 +267,12 @@ async fn add_meta_headers(
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     http_kit::query::set_leader::<RegistryHeaders>(headers);
+    if !state.knows_leader() {
+        headers.insert(
+            RegistryHeaders::KNOWN_LEADER,
+            http::HeaderValue::from_static("false"),
+        );
+    }
     if !headers.contains_key(RegistryHeaders::INDEX) {
         let index = state.storage().revision().await.unwrap_or(1);
         set_index(response.headers_mut(), index);

@@ -97,6 +97,7 @@ pub(crate) const TOP_LEVEL_DATA_ROUTES: &[&str] = &[
     "sys/capabilities*",
     "sys/remount",
     "sys/key-status",
+    "sys/ha-status",
     "sys/rotate*",
     "sys/wrapping/wrap",
     "sys/audit",

@@ -53,7 +53,7 @@ const MAX_CONCURRENT_REVOKES: usize = 16;
 /// How often the loop runs the token store's expiry pass (`tokens::tidy`).
 const TOKEN_TIDY_INTERVAL: Duration = Duration::from_secs(1);
 
-const ID_PREFIX: &str = "sys/expire/id/";
+pub(crate) const ID_PREFIX: &str = "sys/expire/id/";
 const TOKEN_PREFIX: &str = "sys/expire/token/";
 /// Where S4's token store keeps accessors (used by `tidy` to find leases of vanished tokens).
 const TOKEN_ACCESSOR_PREFIX: &str = "sys/token/accessor/";
@@ -251,6 +251,17 @@ impl ExpirationManager {
             }
         }
         self.notify.notify_one();
+        Ok(())
+    }
+
+    /// Sets the timer of `lease_id` from its stored entry, or drops it when the lease is gone:
+    /// another server issued, renewed or revoked it (`follow.rs`, on the leader).
+    pub(crate) async fn follow_stored(&self, state: &State, lease_id: &str) -> Result<(), Error> {
+        match self.lookup(state, lease_id).await? {
+            Some(entry) if !entry.irrevocable => self.schedule(lease_id, entry.expire_time),
+            Some(_) => {}
+            None => self.forget(lease_id),
+        }
         Ok(())
     }
 

@@ -31,6 +31,7 @@ mod barrier;
 mod dispatch;
 mod engines;
 mod error;
+mod follow;
 mod identity;
 mod leases;
 mod mfa;
@@ -74,6 +75,9 @@ pub struct Config {
     /// The process's metrics registry (`cairn` shares one with every service); served at
     /// `sys/metrics` with this service's figures.
     pub metrics: http_kit::metrics::Metrics,
+    /// Who leads and who the servers are (`sys/leader`, `sys/ha-status`, `sys/health`'s
+    /// standby code); `None`: a single server without HA.
+    pub cluster: Option<std::sync::Arc<dyn cluster::Leadership>>,
 }
 
 /// Shared state of the secrets service; cheap to clone.
@@ -196,8 +200,16 @@ impl State {
 /// cluster-wide loops that run while this server leads: lease expiry and token tidy
 /// (`leases::run`, which rebuilds its timers from storage each time it starts), the
 /// engines' periodic work (`periodic::run`: static role rotations and the like) and the
-/// automated snapshots (`snapshots::schedule::run`).
+/// automated snapshots (`snapshots::schedule::run`). With elected leadership (several
+/// servers over one store), also a local loop that follows what other servers change
+/// (`follow::run`: keyring, tokens, policies, mounts).
 pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    if runner.leadership().is_elected() {
+        runner.local_loop(
+            "secrets follow the shared store",
+            follow::run(state.clone(), runner.shutdown_token()),
+        );
+    }
     let leases_state = state.clone();
     runner.leader_loop("secrets lease expiry and token tidy", move |term| {
         leases::run(leases_state.clone(), term)

@@ -18,6 +18,7 @@ pub fn router(state: State) -> Router {
         // Unauthenticated:
         .route("/v1/sys/health", get(sys::health::read_health))
         .route("/v1/sys/seal-status", get(seal::read_seal_status))
+        .route("/v1/sys/leader", get(sys::ha::read_leader))
         .route(
             "/v1/sys/init",
             get(seal::read_init)

@@ -7,7 +7,15 @@
 //! leader's lease expires: a crashed leader hands over within one TTL). It lives here rather
 //! than in `crates/cluster`, so the cluster crate stays free of etcd.
 //!
+//! Membership: each term also puts `members/<id>` (under [`LeadershipOptions::members`], the
+//! store's `meta/members/`) with this server's [`cluster::ServerInfo`] as JSON, attached to the
+//! same lease, so a dead server's record goes with its lease. A follower task reads and watches
+//! that prefix; the campaign remembers the leader key's value (the leader's id): together they
+//! answer `leader()` and `peers()`.
+//!
 //! Invariants:
+//! - `leader()` names another server only as the leader key's last value this server saw, and
+//!   names this server only while it leads; `peers()` always includes this server;
 //! - this server says it leads only while it holds the key under a lease etcd has confirmed
 //!   recently: keep-alives go every TTL/3, and if none is acknowledged within 2/3 of the TTL
 //!   of the last acknowledged one's sending (so before etcd can expire the lease and elect
@@ -17,13 +25,17 @@
 //!   takes over when the lease expires); [`EtcdLeadership::resign`] revokes for a handover
 //!   without waiting.
 
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use cluster::ServerInfo;
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    WatchOptions,
 };
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -37,16 +49,80 @@ pub struct LeadershipOptions {
     pub id: String,
     /// The lease's time to live: how long a dead leader keeps its leadership.
     pub ttl: Duration,
+    /// This server as the others see it (its `id` is [`LeadershipOptions::id`]).
+    pub server: ServerInfo,
+    /// The prefix each server's membership record is put under (`<prefix><id>`).
+    pub members: Vec<u8>,
 }
 
 impl LeadershipOptions {
+    /// Campaigns on `key` as `id`, with members under `key` + `-members/` and no URLs.
     pub fn new(key: Vec<u8>, id: impl Into<String>) -> LeadershipOptions {
+        let id = id.into();
+        let mut members = key.clone();
+        members.extend_from_slice(b"-members/");
         LeadershipOptions {
             key,
-            id: id.into(),
+            server: ServerInfo::new(id.clone(), ""),
+            id,
             ttl: Duration::from_secs(3),
+            members,
         }
     }
+
+    /// Advertises `server` (its id becomes this campaign's id).
+    pub fn with_server(mut self, server: ServerInfo) -> LeadershipOptions {
+        self.id = server.id.clone();
+        self.server = server;
+        self
+    }
+
+    /// Keeps membership records under `prefix`.
+    pub fn with_members(mut self, prefix: Vec<u8>) -> LeadershipOptions {
+        self.members = prefix;
+        self
+    }
+}
+
+/// A membership record as stored (JSON).
+#[derive(Serialize, Deserialize)]
+struct MemberRecord {
+    id: String,
+    #[serde(default)]
+    hostname: String,
+    #[serde(default)]
+    urls: BTreeMap<String, String>,
+}
+
+impl MemberRecord {
+    fn from_server(server: &ServerInfo) -> MemberRecord {
+        MemberRecord {
+            id: server.id.clone(),
+            hostname: server.hostname.clone(),
+            urls: server.urls.clone(),
+        }
+    }
+
+    fn into_server(self) -> ServerInfo {
+        ServerInfo {
+            id: self.id,
+            hostname: self.hostname,
+            urls: self.urls,
+        }
+    }
+}
+
+/// What this server knows of the cluster: the leader key's value and the members' records.
+#[derive(Debug, Default)]
+struct View {
+    leader_id: Option<String>,
+    members: BTreeMap<String, ServerInfo>,
+}
+
+type SharedView = Arc<Mutex<View>>;
+
+fn lock(view: &SharedView) -> std::sync::MutexGuard<'_, View> {
+    view.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Leadership elected through etcd. See the module docs.
@@ -56,6 +132,8 @@ pub struct EtcdLeadership {
     lease: Arc<Mutex<Option<i64>>>,
     client: Client,
     id: String,
+    server: ServerInfo,
+    view: SharedView,
 }
 
 impl fmt::Debug for EtcdLeadership {
@@ -71,6 +149,46 @@ impl cluster::Leadership for EtcdLeadership {
     fn watch(&self) -> watch::Receiver<bool> {
         self.leading.subscribe()
     }
+
+    fn is_elected(&self) -> bool {
+        true
+    }
+
+    fn this_server(&self) -> ServerInfo {
+        self.server.clone()
+    }
+
+    fn leader(&self) -> Option<ServerInfo> {
+        if self.is_leader() {
+            return Some(self.server.clone());
+        }
+        let view = lock(&self.view);
+        let id = view.leader_id.as_ref()?;
+        if *id == self.id {
+            // The key still names us, but we no longer lead: no leader is known.
+            return None;
+        }
+        Some(
+            view.members
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| ServerInfo::new(id.clone(), "")),
+        )
+    }
+
+    fn knows_leader(&self) -> bool {
+        self.is_leader()
+            || lock(&self.view)
+                .leader_id
+                .as_ref()
+                .is_some_and(|id| *id != self.id)
+    }
+
+    fn peers(&self) -> Vec<ServerInfo> {
+        let mut members = lock(&self.view).members.clone();
+        members.insert(self.id.clone(), self.server.clone());
+        members.into_values().collect()
+    }
 }
 
 impl Drop for EtcdLeadership {
@@ -85,20 +203,30 @@ impl EtcdLeadership {
         let leading = watch::Sender::new(false);
         let stop = CancellationToken::new();
         let lease = Arc::new(Mutex::new(None));
+        let view = SharedView::default();
         let campaign = Campaign {
             client: client.clone(),
             options: options.clone(),
             leading: leading.clone(),
             stop: stop.clone(),
             lease: lease.clone(),
+            view: view.clone(),
         };
         tokio::spawn(campaign.run());
+        tokio::spawn(follow_members(
+            client.clone(),
+            options.members.clone(),
+            view.clone(),
+            stop.clone(),
+        ));
         EtcdLeadership {
             leading,
             stop,
             lease,
             client,
             id: options.id,
+            server: options.server,
+            view,
         }
     }
 
@@ -121,7 +249,10 @@ impl EtcdLeadership {
     }
 
     /// The id of the server that leads, if any (read from etcd).
-    pub async fn leader(client: &Client, key: &[u8]) -> Result<Option<String>, storage::Error> {
+    pub async fn read_leader_id(
+        client: &Client,
+        key: &[u8],
+    ) -> Result<Option<String>, storage::Error> {
         let response = client
             .kv_client()
             .get(key.to_vec(), None)
@@ -146,6 +277,7 @@ struct Campaign {
     leading: watch::Sender<bool>,
     stop: CancellationToken,
     lease: Arc<Mutex<Option<i64>>>,
+    view: SharedView,
 }
 
 impl Campaign {
@@ -167,6 +299,7 @@ impl Campaign {
             if let Ok(mut lease) = self.lease.lock() {
                 *lease = None;
             }
+            self.set_leader_id(None);
             // Do not spin against an unreachable etcd.
             tokio::select! {
                 () = self.stop.cancelled() => break,
@@ -174,6 +307,10 @@ impl Campaign {
             }
         }
         self.leading.send_replace(false);
+    }
+
+    fn set_leader_id(&self, id: Option<String>) {
+        lock(&self.view).leader_id = id;
     }
 
     fn set_lease(&self, id: Option<i64>) {
@@ -196,6 +333,25 @@ impl Campaign {
             Ok(pair) => pair,
             Err(err) => return TermEnd::Lost(format!("keeping the lease alive: {err}")),
         };
+        // This server's membership record lives as long as the term's lease.
+        let mut member_key = self.options.members.clone();
+        member_key.extend_from_slice(self.options.id.as_bytes());
+        let record = match serde_json::to_vec(&MemberRecord::from_server(&self.options.server)) {
+            Ok(record) => record,
+            Err(err) => return TermEnd::Lost(format!("encoding the membership record: {err}")),
+        };
+        if let Err(err) = self
+            .client
+            .kv_client()
+            .put(
+                member_key,
+                record,
+                Some(PutOptions::new().with_lease(lease)),
+            )
+            .await
+        {
+            return TermEnd::Lost(format!("advertising this server: {err}"));
+        }
         let margin = ttl * 2 / 3;
         let mut deadline = granted_at + margin;
         let mut sent_at = Instant::now();
@@ -220,10 +376,19 @@ impl Campaign {
                 Err(err) => return TermEnd::Lost(format!("campaigning: {err}")),
             };
             let at = response.header().map_or(0, |header| header.revision());
-            let holder_lease = response.op_responses().into_iter().find_map(|op| match op {
-                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.lease()),
+            let holder = response.op_responses().into_iter().find_map(|op| match op {
+                TxnOpResponse::Get(get) => get
+                    .kvs()
+                    .first()
+                    .map(|kv| (kv.lease(), String::from_utf8_lossy(kv.value()).into_owned())),
                 _ => None,
             });
+            let holder_lease = holder.as_ref().map(|(lease, _)| *lease);
+            if response.succeeded() {
+                self.set_leader_id(Some(self.options.id.clone()));
+            } else {
+                self.set_leader_id(holder.map(|(_, id)| id));
+            }
             let ours = response.succeeded() || holder_lease == Some(lease);
             if ours && !leading {
                 leading = true;
@@ -275,6 +440,15 @@ impl Campaign {
                             if response.canceled() {
                                 return TermEnd::Lost("the leader key's watch was cancelled".to_owned());
                             }
+                            for event in response.events() {
+                                if event.event_type() == EventType::Delete {
+                                    self.set_leader_id(None);
+                                } else if let Some(kv) = event.kv() {
+                                    self.set_leader_id(Some(
+                                        String::from_utf8_lossy(kv.value()).into_owned(),
+                                    ));
+                                }
+                            }
                             let changed = response.events().iter().any(|event| {
                                 event.event_type() == EventType::Delete
                                     || event.kv().is_some_and(|kv| kv.lease() != lease)
@@ -291,6 +465,93 @@ impl Campaign {
                     },
                 }
             }
+        }
+    }
+}
+
+/// Keeps `view.members` equal to the records under `prefix`: reads them, then follows their
+/// watch; starts over (after a short pause) whenever the watch fails, until `stop`.
+async fn follow_members(
+    client: Client,
+    prefix: Vec<u8>,
+    view: SharedView,
+    stop: CancellationToken,
+) {
+    let decode = |value: &[u8]| {
+        serde_json::from_slice::<MemberRecord>(value)
+            .ok()
+            .map(MemberRecord::into_server)
+    };
+    let id_of = |key: &[u8]| {
+        key.strip_prefix(prefix.as_slice())
+            .map(|id| String::from_utf8_lossy(id).into_owned())
+    };
+    loop {
+        let followed = async {
+            let listed = client
+                .kv_client()
+                .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+                .await
+                .map_err(|err| format!("listing the members: {err}"))?;
+            let at = listed.header().map_or(0, |header| header.revision());
+            let mut members = BTreeMap::new();
+            for kv in listed.kvs() {
+                if let (Some(id), Some(server)) = (id_of(kv.key()), decode(kv.value())) {
+                    members.insert(id, server);
+                }
+            }
+            lock(&view).members = members;
+            let mut watcher = client
+                .watch_client()
+                .watch(
+                    prefix.clone(),
+                    Some(
+                        WatchOptions::new()
+                            .with_prefix()
+                            .with_start_revision(at.saturating_add(1)),
+                    ),
+                )
+                .await
+                .map_err(|err| format!("watching the members: {err}"))?;
+            loop {
+                let Some(response) = watcher
+                    .message()
+                    .await
+                    .map_err(|err| format!("watching the members: {err}"))?
+                else {
+                    return Err::<(), String>("the members' watch ended".to_owned());
+                };
+                if response.canceled() {
+                    return Err("the members' watch was cancelled".to_owned());
+                }
+                let mut view = lock(&view);
+                for event in response.events() {
+                    let Some(kv) = event.kv() else { continue };
+                    let Some(id) = id_of(kv.key()) else { continue };
+                    match event.event_type() {
+                        EventType::Delete => {
+                            view.members.remove(&id);
+                        }
+                        EventType::Put => {
+                            if let Some(server) = decode(kv.value()) {
+                                view.members.insert(id, server);
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return,
+            result = followed => {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "following the members: starting over");
+                }
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
         }
     }
 }

@@ -275,6 +275,11 @@ impl EtcdStorage {
         self.layout.meta("leader")
     }
 
+    /// The prefix each server's membership record lives under (`members/<id>`).
+    pub fn members_prefix(&self) -> Vec<u8> {
+        self.layout.meta("members/")
+    }
+
     fn open_check(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);

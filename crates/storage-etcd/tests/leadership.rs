@@ -91,7 +91,9 @@ async fn exactly_one_of_two_servers_leads_and_a_dead_leader_hands_over_within_5s
         (b, a, runner_b, runner_a, "b")
     };
     assert_eq!(
-        EtcdLeadership::leader(&client, &key).await.expect("leader"),
+        EtcdLeadership::read_leader_id(&client, &key)
+            .await
+            .expect("leader"),
         Some(leader_name.to_owned())
     );
 
@@ -112,6 +114,57 @@ async fn exactly_one_of_two_servers_leads_and_a_dead_leader_hands_over_within_5s
     follower_runner.shutdown_and_wait().await;
     follower.resign().await;
     shutdown_a.cancel();
+}
+
+fn server(prefix: &str, id: &str, port: u16) -> LeadershipOptions {
+    let info = cluster::ServerInfo::new(id, "host")
+        .with_url("registry", format!("http://127.0.0.1:{port}"));
+    options(prefix, id)
+        .with_server(info)
+        .with_members(format!("{prefix}meta/members/").into_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_server_names_the_same_leader_and_peers_and_a_resigned_one_leaves_them() {
+    let prefix = unique_prefix();
+    let client = shared_client().await;
+    let a = EtcdLeadership::start(client.clone(), server(&prefix, "a", 1001));
+    let b = EtcdLeadership::start(client.clone(), server(&prefix, "b", 1002));
+    assert!(a.is_elected() && b.is_elected());
+    let agree = || {
+        let (Some(from_a), Some(from_b)) = (a.leader(), b.leader()) else {
+            return false;
+        };
+        from_a == from_b
+            && from_a.url("registry").is_some()
+            && a.peers().len() == 2
+            && b.peers().len() == 2
+    };
+    within(
+        Duration::from_secs(15),
+        "both name one leader with its URL",
+        agree,
+    )
+    .await;
+    let leader = a.leader().expect("a leader");
+    let (leading, following) = if leader.id == "a" { (&a, &b) } else { (&b, &a) };
+    assert!(leading.is_leader() && !following.is_leader());
+    assert_eq!(leading.leader(), Some(leading.this_server()));
+    let ids: Vec<String> = a.peers().into_iter().map(|peer| peer.id).collect();
+    assert_eq!(ids, vec!["a".to_owned(), "b".to_owned()], "ordered by id");
+
+    leading.resign().await;
+    within(
+        Duration::from_secs(5),
+        "the other leads and is alone",
+        || {
+            following.is_leader()
+                && following.leader() == Some(following.this_server())
+                && following.peers().len() == 1
+        },
+    )
+    .await;
+    following.resign().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

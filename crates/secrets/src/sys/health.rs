@@ -3,8 +3,10 @@
 //! Called from `routes.rs`. Vault answers 200 when active, 429 standby, 472 DR secondary,
 //! 473 performance standby, 501 uninitialized and 503 sealed, each overridable with a
 //! `*code` query parameter; `standbyok`/`perfstandbyok` turn standby answers into the active
-//! code. This node is never a standby, so the answer is the uninitialized, sealed or active
-//! code, from the seal's real state (`seal.rs`); the other knobs are still validated.
+//! code. The answer is the uninitialized or sealed code from the seal's real state
+//! (`seal.rs`), else the standby code on an HA standby (`ha.rs`: on etcd, a server that does
+//! not lead), else the active code. cairn has no performance standbys or DR secondaries, so
+//! `perfstandbyok` and their codes are only validated.
 //!
 //! Invariant: a malformed code or boolean is a 400 in Vault's error shape, never ignored.
 
@@ -38,10 +40,13 @@ pub(crate) async fn read_health(
     let codes = HealthCodes::parse(&query)?;
     let initialized = state.seal().is_initialized().await?;
     let sealed = !state.seal().is_unsealed();
+    let standby = initialized && !sealed && super::ha::is_standby(&state);
     let status = if !initialized {
         codes.uninit
     } else if sealed {
         codes.sealed
+    } else if standby {
+        codes.standby
     } else {
         codes.active
     };
@@ -49,7 +54,7 @@ pub(crate) async fn read_health(
     let body = HealthResponse {
         initialized,
         sealed,
-        standby: false,
+        standby,
         performance_standby: false,
         replication_performance_mode: "disabled",
         replication_dr_mode: "disabled",

@@ -10,6 +10,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod capabilities;
+pub(crate) mod ha;
 pub(crate) mod health;
 pub(crate) mod leases;
 pub(crate) mod metrics;
@@ -40,6 +41,7 @@ enum Family {
     Metrics,
     Mfa,
     Snapshots,
+    Ha,
 }
 
 fn family(path: &str) -> Option<Family> {
@@ -58,6 +60,7 @@ fn family(path: &str) -> Option<Family> {
         "metrics" => Family::Metrics,
         "mfa" => Family::Mfa,
         "storage" => Family::Snapshots,
+        "ha-status" => Family::Ha,
         _ => return None,
     })
 }
@@ -80,6 +83,7 @@ pub(crate) async fn handle(
         Some(Family::Metrics) => metrics::handle(state, ctx, req).await,
         Some(Family::Mfa) => mfa::handle(state, ctx, req).await,
         Some(Family::Snapshots) => snapshots::handle(state, ctx, req).await,
+        Some(Family::Ha) => ha::handle(state, ctx, req).await,
         None => Err(Error::UnsupportedPath),
     }
 }

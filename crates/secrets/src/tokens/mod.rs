@@ -133,6 +133,9 @@ pub(crate) struct TokenStore {
     expiries: Mutex<Expiries>,
     /// Serialises read-modify-write of stored entries (use counts, renewals, revocations).
     write_lock: tokio::sync::Mutex<()>,
+    /// Bumped (under the cache's lock) by every [`TokenStore::forget`]: a read that started
+    /// before a change another server made does not cache what it read.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl TokenStore {
@@ -156,6 +159,33 @@ impl TokenStore {
         let mut expiries = self.expiries.lock().unwrap_or_else(PoisonError::into_inner);
         expiries.0.clear();
         expiries.1.clear();
+    }
+
+    /// Drops `hash` from the cache: its stored entry changed, maybe on another server (the
+    /// store's watch, `follow.rs`).
+    pub(crate) fn forget(&self, hash: &str) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.remove(hash);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Drops every cached entry (the watch lost its place: anything may have changed).
+    pub(crate) fn forget_all(&self) {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.clear();
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Indexes the expiry of the stored entry `hash`, or drops it when the token is gone:
+    /// another server created, renewed or revoked it (`follow.rs`, on the leader).
+    pub(crate) async fn follow_stored(&self, state: &State, hash: &str) -> Result<(), Error> {
+        match store::get_json::<TokenEntry>(state, &store::id_key(hash)).await? {
+            Some(entry) => self.index(&entry),
+            None => self.unindex(hash),
+        }
+        Ok(())
     }
 
     fn index(&self, entry: &TokenEntry) {
@@ -210,12 +240,14 @@ impl TokenStore {
         if let Some(entry) = cached {
             return Ok(Some(entry));
         }
+        let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
         let entry: Option<TokenEntry> = store::get_json(state, &store::id_key(hash)).await?;
         if let Some(entry) = &entry {
-            self.cache
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(hash.to_owned(), entry.clone());
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            // Another server's change seen since the read began: the read may be stale.
+            if self.generation.load(std::sync::atomic::Ordering::Acquire) == generation {
+                cache.insert(hash.to_owned(), entry.clone());
+            }
         }
         Ok(entry)
     }
