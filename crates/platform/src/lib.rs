@@ -47,6 +47,7 @@ mod blobs;
 mod bootstrap;
 mod configuration_versions;
 mod error;
+mod error_page;
 mod ids;
 mod invitations;
 mod mail;

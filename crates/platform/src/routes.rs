@@ -12,7 +12,8 @@
 //!   JSON:API content type; an upload streams under the configured archive limit (`objects.rs`
 //!   answers 422 beyond it), with no other body limit.
 //!
-//! Unknown paths answer a JSON:API 404 and wrong methods a JSON:API 405; every response gets
+//! Unknown paths answer a JSON:API 404 (a browser asking for HTML outside `/api/` gets the
+//! customizable error page of `error_page.rs`) and wrong methods a JSON:API 405; every response gets
 //! `TFP-API-Version`. Every request except ping and the signed URLs passes the per-caller rate
 //! limiter first (`rate_limit.rs`).
 
@@ -26,9 +27,9 @@ use http::{HeaderValue, Method, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    API_VERSION, Error, State, admin, configuration_versions, invitations, memberships, metrics,
-    oauth_clients, objects, organizations, ping, policy_versions, public_registry, rate_limit,
-    registry_modules, registry_protocol, runs, teams, tokens, users, workspaces,
+    API_VERSION, Error, State, admin, configuration_versions, error_page, invitations, memberships,
+    metrics, oauth_clients, objects, organizations, ping, policy_versions, public_registry,
+    rate_limit, registry_modules, registry_protocol, runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -447,7 +448,7 @@ pub fn router(state: State) -> Router {
     jsonapi
         .merge(blobs)
         .merge(registry)
-        .fallback(not_found)
+        .fallback(error_page::not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone())
         // Per-caller rate limiting (rate_limit.rs); exempts ping and the signed blob URLs.
@@ -479,10 +480,6 @@ fn is_jsonapi(value: Option<&HeaderValue>) -> bool {
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case(jsonapi::MEDIA_TYPE))
-}
-
-async fn not_found() -> Error {
-    Error::NotFound
 }
 
 async fn method_not_allowed() -> Error {

@@ -615,3 +615,49 @@ async fn data_retention_policy_is_shown_set_updated_and_removed() {
     platform.delete(uri, ROOT).await.expect(204);
     assert!(platform.get(uri, ROOT).await.expect(200).body["data"].is_null());
 }
+
+#[tokio::test]
+async fn a_browser_gets_the_error_page_with_the_customization_and_api_clients_json() {
+    let platform = TestPlatform::new().await;
+    platform
+        .patch(
+            "/api/v2/admin/customization-settings",
+            ROOT,
+            settings(
+                "customization-settings",
+                json!({"error": "<p>Ask the platform team in #infra.</p>", "footer": "ACME Corp",
+                       "support-email-address": "help@acme.test"}),
+            ),
+        )
+        .await
+        .expect(200);
+    let browser = |uri: &str| {
+        http::Request::builder()
+            .uri(uri)
+            .header("accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let page = platform
+        .send(browser("/app/acme/workspaces"))
+        .await
+        .expect(404);
+    assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+    assert!(
+        page.text
+            .contains("<p>Ask the platform team in #infra.</p>"),
+        "{}",
+        page.text
+    );
+    assert!(
+        page.text.contains("<footer>ACME Corp</footer>"),
+        "{}",
+        page.text
+    );
+    assert!(page.text.contains("mailto:help@acme.test"), "{}", page.text);
+    // Under /api/ and for API clients: the JSON:API 404, whatever the customization.
+    let api = platform.send(browser("/api/v2/nowhere")).await.expect(404);
+    assert_eq!(api.error()["status"], "404");
+    let client = platform.get("/app/acme/workspaces", ROOT).await.expect(404);
+    assert_eq!(client.error()["status"], "404");
+}
