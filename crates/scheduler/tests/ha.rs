@@ -5,7 +5,8 @@
 //! placed, its reads and blocking queries follow the leader's commits, the status endpoints
 //! and leader headers tell the truth, evaluations left by one leader complete on the next,
 //! and a real client agent talking to the follower runs tasks whose logs read through either
-//! server (the reverse channel through forwarding).
+//! server and that a WebSocket exec through the follower reaches (the reverse channel and
+//! upgrades through forwarding).
 //!
 //! Invariants: every wait is a bounded poll (at most [`WAIT`]); nothing sleeps long; servers,
 //! runners and the agent stop when the test's values drop.
@@ -13,10 +14,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use futures::StreamExt as _;
 use scheduler::{ClusterView, Config, State};
 use serde_json::{Value, json};
 use storage::Storage;
 use testkit::TestServer;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 /// The bound of every wait (the machine is loaded).
@@ -428,7 +433,8 @@ async fn evaluations_left_by_one_leader_complete_on_the_next() {
 }
 
 #[tokio::test]
-async fn an_agent_talking_to_the_follower_runs_tasks_whose_logs_read_through_either_server() {
+async fn an_agent_on_the_follower_runs_tasks_whose_logs_read_through_either_server_and_exec_through_the_follower()
+ {
     let pair = Pair::start().await;
     let data_dir = tempfile::tempdir().expect("a data dir");
     let mut agent_config =
@@ -481,6 +487,50 @@ async fn an_agent_talking_to_the_follower_runs_tasks_whose_logs_read_through_eit
         .await;
         assert!(logs.starts_with("hello from ha"), "{logs:?}");
     }
+
+    // exec through the follower: the caller's WebSocket and the agent's dial-back tunnel are
+    // both upgrades spliced through it.
+    let command = r#"["/bin/sh","-c","echo exec via $0"]"#
+        .bytes()
+        .map(|byte| {
+            if byte.is_ascii_alphanumeric() {
+                (byte as char).to_string()
+            } else {
+                format!("%{byte:02X}")
+            }
+        })
+        .collect::<String>();
+    let url = format!(
+        "ws://{}/v1/client/allocation/{alloc_id}/exec?task=t&command={command}",
+        pair.b.addr()
+    );
+    let (mut socket, response) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("the upgrade through the follower");
+    assert_eq!(response.status(), 101);
+    let mut stdout = Vec::new();
+    let mut exit_code = None;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while exit_code.is_none() {
+        let message = tokio::time::timeout_at(deadline, socket.next())
+            .await
+            .expect("the exec session ends");
+        let Some(Ok(Message::Text(text))) = message else {
+            match message {
+                Some(Ok(_)) => continue,
+                _ => break,
+            }
+        };
+        let frame: Value = serde_json::from_str(text.as_str()).expect("JSON frames");
+        if let Some(data) = frame["stdout"]["data"].as_str() {
+            stdout.extend(BASE64.decode(data).expect("base64"));
+        }
+        if frame["exited"] == true {
+            exit_code = frame["result"]["exit_code"].as_i64().or(Some(0));
+        }
+    }
+    assert_eq!(exit_code, Some(0));
+    assert_eq!(String::from_utf8_lossy(&stdout), "exec via /bin/sh\n");
     drop(agent);
 }
 
