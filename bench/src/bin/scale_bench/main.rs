@@ -741,7 +741,7 @@ async fn load(args: &Args, suite: Suite, server: &Server, n: usize) -> Result<Lo
             // The owner is a member already: n - 1 invitations make n memberships.
             fill(
                 &ep,
-                conns.min(32),
+                conns.min(16),
                 n.saturating_sub(1),
                 "memberships",
                 move |mut conn, i| {
@@ -752,15 +752,25 @@ async fn load(args: &Args, suite: Suite, server: &Server, n: usize) -> Result<Lo
                             "attributes": {"email": format!("member{i}@scale.test")},
                             "relationships": {"teams": {"data": [{"type": "teams", "id": team}]}}
                         }});
-                        let r = conn
-                            .expect(
-                                Method::POST,
-                                "/api/v2/organizations/scale/organization-memberships",
-                                &body,
-                                &[201],
-                            )
-                            .await
-                            .map(|_| None);
+                        // Invitations update the organization's counts with a compare-and-
+                        // swap: a concurrent one may answer 409 "retry", and is retried.
+                        let bytes = Bytes::from(body.to_string());
+                        let path = "/api/v2/organizations/scale/organization-memberships";
+                        let mut r = Err("409 fifty times in a row".to_owned());
+                        for _ in 0..50 {
+                            match conn.send(Method::POST, path, bytes.clone(), None).await {
+                                Ok((201, _)) => r = Ok(None),
+                                Ok((409, _)) => continue,
+                                Ok((status, answer)) => {
+                                    r = Err(format!(
+                                        "{status} {}",
+                                        String::from_utf8_lossy(&answer)
+                                    ));
+                                }
+                                Err(err) => r = Err(err),
+                            }
+                            break;
+                        }
                         (conn, r)
                     }
                 },
