@@ -366,3 +366,57 @@ async fn two_servers_on_etcd_share_state_agree_on_the_leader_and_fail_over() {
     assert_eq!(status, 200, "the new leader is active");
     survivor.stop().await;
 }
+
+/// The registry's session TTLs across servers: a session created and renewed on the standby is
+/// kept alive by those renewals on the leader (which alone reaps), and reaped once they stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_created_and_renewed_on_the_standby_lives_by_its_renewals() {
+    let prefix = unique_prefix();
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let a = start(dir_a.path(), &prefix).await;
+    let b = start(dir_b.path(), &prefix).await;
+    let leader_addr = agreed_registry_leader(&a, &b).await;
+    let standby = if leader_addr == a.addr("registry") {
+        &b
+    } else {
+        &a
+    };
+
+    let response = http()
+        .put(standby.url("registry", "/v1/session/create"))
+        .json(&json!({"TTL": "10s", "Behavior": "delete"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let created: Value = response.json().await.unwrap();
+    let id = created["ID"].as_str().unwrap().to_owned();
+    let info = |server: &Cairn| server.url("registry", &format!("/v1/session/info/{id}"));
+    let alive = |url: String| async move {
+        let (_, body) = get_json(&url, None).await;
+        body.as_array().is_some_and(|sessions| sessions.len() == 1)
+    };
+    let created_at = Instant::now();
+    // Renew on the standby every 3 s for 15 s: past the 10 s TTL (and Consul's 2x grace).
+    while created_at.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let response = http()
+            .put(standby.url("registry", &format!("/v1/session/renew/{id}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "renewed on the standby");
+    }
+    assert!(
+        alive(info(&a)).await && alive(info(&b)).await,
+        "kept alive by the standby's renewals"
+    );
+    // No more renewals: the leader reaps it (TTL 10 s, reaped within Consul's 2x).
+    eventually(Duration::from_secs(30), "the session is reaped", || async {
+        (!alive(info(&a)).await && !alive(info(&b)).await).then_some(())
+    })
+    .await;
+    a.stop().await;
+    b.stop().await;
+}

@@ -205,6 +205,13 @@ impl State {
 /// runner (`tasks/check_runner.rs`). Each stops when its token is cancelled (leadership lost,
 /// or shutdown), the reaper after a final checkpoint of renewed deadlines.
 pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    if runner.leadership().is_elected() {
+        // Several servers: every server's session timers follow the store's watch.
+        runner.local_loop(
+            "registry follow session timers",
+            tasks::follow_sessions::run(state.clone(), runner.shutdown_token()),
+        );
+    }
     let reaper = state.clone();
     runner.leader_loop("registry session TTL reaper", move |term| {
         tasks::ttl_reaper::run(reaper.clone(), term)

@@ -195,6 +195,27 @@ impl SessionTimers {
         }
     }
 
+    /// Moves the deadline of a live timer of session `id` forward to `deadline_ms` (a renew
+    /// another server wrote through); never earlier, and never for an unknown or expired one.
+    pub(crate) fn extend(&self, id: &str, deadline_ms: u64) {
+        let mut timers = self.lock();
+        let Some(timer) = timers.sessions.get(id).copied() else {
+            return;
+        };
+        if timer.expired || timer.deadline_ms >= deadline_ms {
+            return;
+        }
+        timers.insert(
+            id,
+            Timer {
+                deadline_ms,
+                ..timer
+            },
+        );
+        drop(timers);
+        self.wake.notify_one();
+    }
+
     /// The current deadline of a live timer.
     pub(crate) fn deadline(&self, id: &str) -> Option<u64> {
         self.lock()
