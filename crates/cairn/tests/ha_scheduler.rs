@@ -1,0 +1,263 @@
+//! The scheduler on several servers, end to end: two real `cairn server` processes (the built
+//! binary, scheduler only, ACLs off) over the local etcd on 127.0.0.1:2379 under a prefix of
+//! their own. A job registered through the follower is placed and reads the same on both; the
+//! status endpoints agree on the leader; when the leader stops, the other server leads and
+//! takes writes.
+//!
+//! Invariants: each test uses a fresh etcd prefix, so runs never see each other's keys; every
+//! wait is a bounded poll; the servers are killed when the test's handles drop.
+
+#[allow(dead_code, reason = "shared with cli.rs; this binary uses part of it")]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Cairn, free_port, http};
+
+/// The bound of every wait (elections, placement) on a loaded machine.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The etcd that `scripts/services` runs.
+const ETCD: &str = "http://127.0.0.1:2379";
+
+/// Starts one `cairn server` running the scheduler alone on etcd under `prefix`.
+async fn server(prefix: &str, dir: &tempfile::TempDir, name: &str) -> Cairn {
+    let data_dir = dir.path().join(name);
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let config = dir.path().join(format!("{name}.hcl"));
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+data_dir = "{data_dir}"
+scheduler {{
+  address = "127.0.0.1:{port}"
+  acl {{ enabled = false }}
+}}
+storage "etcd" {{
+  endpoints = ["{ETCD}"]
+  prefix    = "{prefix}"
+}}
+"#,
+            data_dir = data_dir.display(),
+            port = free_port(),
+        ),
+    )
+    .unwrap();
+    Cairn::start(&["server", "--config", config.to_str().unwrap()]).await
+}
+
+async fn poll<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(started.elapsed() < WAIT, "{what}: not within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn get(server: &Cairn, path: &str) -> (u16, Value) {
+    match http().get(server.url("scheduler", path)).send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (status, response.json().await.unwrap_or(Value::Null))
+        }
+        Err(_) => (0, Value::Null),
+    }
+}
+
+async fn send(
+    server: &Cairn,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &Value,
+) -> (u16, String) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let response = http()
+        .request(method, server.url("scheduler", path))
+        .header("X-Nomad-Token", token)
+        .json(body)
+        .send()
+        .await
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}
+
+/// The leader both servers name, once they agree on one.
+async fn agreed_leader(servers: &[&Cairn]) -> String {
+    poll("the servers agree on a leader", || async {
+        let mut seen = Vec::new();
+        for server in servers {
+            let (_, leader) = get(server, "/v1/status/leader").await;
+            seen.push(leader.as_str().unwrap_or_default().to_owned());
+        }
+        (!seen[0].is_empty() && seen.iter().all(|leader| *leader == seen[0]))
+            .then(|| seen[0].clone())
+    })
+    .await
+}
+
+fn node_body(id: &str, secret: &str) -> Value {
+    json!({"Node": {
+        "ID": id,
+        "SecretID": secret,
+        "Datacenter": "dc1",
+        "Name": "ha-node",
+        "NodePool": "default",
+        "HTTPAddr": "127.0.0.1:4646",
+        "Status": "ready",
+        "Attributes": {
+            "kernel.name": "linux",
+            "nomad.version": "1.10.0",
+            "driver.raw_exec": "1",
+            "unique.hostname": "ha-node",
+        },
+        "NodeResources": {
+            "Cpu": {"CpuShares": 8000, "TotalCpuCores": 4},
+            "Memory": {"MemoryMB": 16384},
+            "Disk": {"DiskMB": 100000},
+            "MinDynamicPort": 20000,
+            "MaxDynamicPort": 32000,
+        },
+        "Drivers": {"raw_exec": {"Detected": true, "Healthy": true, "HealthDescription": "Healthy"}},
+    }})
+}
+
+fn job(id: &str) -> Value {
+    json!({"Job": {
+        "ID": id,
+        "Name": id,
+        "Type": "service",
+        "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "g",
+            "Count": 1,
+            "Tasks": [{
+                "Name": "t",
+                "Driver": "raw_exec",
+                "Config": {"command": "/bin/sleep", "args": ["1000"]},
+                "Resources": {"CPU": 100, "MemoryMB": 64},
+            }],
+        }],
+    }})
+}
+
+/// The job's allocations the server wants running, once there is one.
+async fn placed(server: &Cairn, job_id: &str) -> Vec<String> {
+    poll(&format!("{job_id} placed"), || async {
+        let (_, allocs) = get(server, &format!("/v1/job/{job_id}/allocations")).await;
+        let ids: Vec<String> = allocs
+            .as_array()?
+            .iter()
+            .filter(|alloc| alloc["DesiredStatus"] == "run")
+            .filter_map(|alloc| alloc["ID"].as_str().map(str::to_owned))
+            .collect();
+        (ids.len() == 1).then_some(ids)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_job_registered_through_the_follower_is_placed_reads_the_same_on_both_and_the_survivor_takes_writes_after_the_leader_stops()
+ {
+    let prefix = format!(
+        "cairn-test-ha-scheduler-{}-{:08x}/",
+        std::process::id(),
+        random() as u32
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let first = server(&prefix, &dir, "a").await;
+    let second = server(&prefix, &dir, "b").await;
+    let leader = agreed_leader(&[&first, &second]).await;
+    let (leading, following) = if leader == first.addr("scheduler") {
+        (&first, &second)
+    } else {
+        assert_eq!(
+            leader,
+            second.addr("scheduler"),
+            "the leader is one of the two"
+        );
+        (&second, &first)
+    };
+    let (_, peers) = get(following, "/v1/status/peers").await;
+    let mut peers: Vec<String> = serde_json::from_value(peers).unwrap_or_default();
+    peers.sort();
+    let mut expected = vec![first.addr("scheduler"), second.addr("scheduler")];
+    expected.sort();
+    assert_eq!(peers, expected);
+
+    // A node and a job, both through the follower.
+    let node_id = uuid();
+    let secret = uuid();
+    let (status, body) = send(
+        following,
+        "PUT",
+        "/v1/internal/node/register",
+        &secret,
+        &node_body(&node_id, &secret),
+    )
+    .await;
+    assert_eq!(status, 200, "node register through the follower: {body}");
+    let (status, body) = send(following, "POST", "/v1/jobs", "", &job("web")).await;
+    assert_eq!(status, 200, "job register through the follower: {body}");
+    let (status, read) = get(following, "/v1/job/web").await;
+    assert_eq!(status, 200, "read back on the follower at once: {read}");
+
+    let on_follower = placed(following, "web").await;
+    let on_leader = placed(leading, "web").await;
+    assert_eq!(on_follower, on_leader);
+    let (status, alloc) = get(following, &format!("/v1/allocation/{}", on_follower[0])).await;
+    assert_eq!(status, 200, "{alloc}");
+    assert_eq!(alloc["NodeID"], node_id.as_str());
+
+    // The leader stops: the other server leads and takes writes.
+    let survivor_addr = following.addr("scheduler");
+    let (leading, following) = if std::ptr::eq(leading, &first) {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    leading.stop().await;
+    let leader = agreed_leader(&[&following]).await;
+    assert_eq!(leader, survivor_addr);
+    // The node keeps heartbeating through the survivor, as its agent would.
+    let heartbeat = format!("/v1/internal/node/{node_id}/heartbeat");
+    let (status, body) = send(&following, "PUT", &heartbeat, &secret, &json!({})).await;
+    assert_eq!(status, 200, "heartbeat on the new leader: {body}");
+    let (status, body) = send(&following, "POST", "/v1/jobs", "", &job("after")).await;
+    assert_eq!(status, 200, "register on the new leader: {body}");
+    placed(&following, "after").await;
+    let (_, node) = get(&following, &format!("/v1/node/{node_id}")).await;
+    assert_eq!(node["Status"], "ready");
+    following.stop().await;
+}
+
+/// 64 random bits (the standard library's per-process random hash keys).
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+/// A random UUID-shaped ID.
+fn uuid() -> String {
+    let (high, low) = (random(), random());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xffff,
+        high & 0xfff,
+        low >> 52,
+        low & 0xffff_ffff_ffff
+    )
+}
