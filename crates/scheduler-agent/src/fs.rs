@@ -21,8 +21,8 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
 
 use crate::Shared;
-use crate::calls::{ClientCall, Refusal, answer_json, param_bool, param_str, refuse, write_head};
 use crate::state::is_safe_component;
+use crate::tunnel::{ClientCall, Refusal, answer_json, param_bool, param_str, refuse, write_head};
 
 /// Upstream's refusal of a path outside the allocation directory.
 const ESCAPES: &str = "Path escapes the alloc directory";

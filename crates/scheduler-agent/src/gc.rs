@@ -11,8 +11,8 @@
 use scheduler_structs::{ALLOC_CLIENT_COMPLETE, ALLOC_CLIENT_FAILED, ALLOC_CLIENT_LOST};
 
 use crate::Shared;
-use crate::calls::Refusal;
 use crate::state::is_safe_component;
+use crate::tunnel::Refusal;
 
 /// Upstream's answer for an allocation that cannot be collected.
 const NOT_ELIGIBLE: &str = "No such allocation on client, or allocation not eligible for GC";

@@ -56,6 +56,7 @@ mod stats;
 mod task_runner;
 mod template;
 mod time;
+mod tunnel;
 mod updater;
 mod zoneinfo;
 

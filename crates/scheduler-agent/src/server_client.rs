@@ -210,12 +210,12 @@ impl ServerClient {
         &self,
         node_id: &str,
         wait: Duration,
-    ) -> Result<Vec<crate::calls::ClientCall>, ServerError> {
+    ) -> Result<Vec<crate::tunnel::ClientCall>, ServerError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "PascalCase")]
         struct Calls {
             #[serde(default)]
-            calls: Option<Vec<crate::calls::ClientCall>>,
+            calls: Option<Vec<crate::tunnel::ClientCall>>,
         }
         let path = format!(
             "/v1/internal/node/{node_id}/calls?wait={}",

@@ -21,8 +21,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::Shared;
-use crate::calls::{ClientCall, Refusal, param_str};
 use crate::state::is_safe_component;
+use crate::tunnel::{ClientCall, Refusal, param_str};
 
 /// The window CPU usage is measured over.
 const SAMPLE: Duration = Duration::from_millis(100);

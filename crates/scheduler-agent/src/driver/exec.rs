@@ -182,8 +182,21 @@ fn path_inside(task_dir: &Path, binary: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// Starts `spec` in the sandbox `isolation` describes.
+pub(crate) fn launch(
+    spec: &LaunchSpec,
+    poll_interval: std::time::Duration,
+    isolation: &Isolation,
+) -> Result<raw_exec::ProcessHandle, String> {
+    raw_exec::launch(
+        spec,
+        poll_interval,
+        Some(&|spec: &LaunchSpec, binary: &Path| command(spec, isolation, binary)),
+    )
+}
+
 /// The sandboxed command for `spec` and the task's fresh cgroups.
-pub(crate) fn command(
+fn command(
     spec: &LaunchSpec,
     isolation: &Isolation,
     binary: &Path,
@@ -335,12 +348,7 @@ mod tests {
         }
         let isolation = sandbox.isolation(name, memory_mb);
         let spec = sandbox.spec(script);
-        let mut handle = raw_exec::launch(
-            &spec,
-            std::time::Duration::from_millis(20),
-            Some(&isolation),
-        )
-        .unwrap();
+        let mut handle = launch(&spec, std::time::Duration::from_millis(20), &isolation).unwrap();
         let cgroups = cgroups::load_list(&spec.exit_file).expect("the cgroups are listed");
         let result = tokio::time::timeout(std::time::Duration::from_secs(20), handle.wait())
             .await
@@ -404,12 +412,7 @@ mod tests {
             return;
         }
         let spec = sandbox.spec(script);
-        let mut handle = raw_exec::launch(
-            &spec,
-            std::time::Duration::from_millis(20),
-            Some(&isolation),
-        )
-        .unwrap();
+        let mut handle = launch(&spec, std::time::Duration::from_millis(20), &isolation).unwrap();
         let cgroups = cgroups::load_list(&spec.exit_file).unwrap();
         let memory_dir = &cgroups.dirs[0];
         let limit = match cgroups.version {
@@ -439,12 +442,7 @@ mod tests {
         let isolation = sandbox.isolation("kill", 64);
         let spec =
             sandbox.spec("trap 'echo bye; exit 7' TERM; echo ready; while :; do sleep 0.05; done");
-        let mut handle = raw_exec::launch(
-            &spec,
-            std::time::Duration::from_millis(20),
-            Some(&isolation),
-        )
-        .unwrap();
+        let mut handle = launch(&spec, std::time::Duration::from_millis(20), &isolation).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while !sandbox.stdout().contains("ready") {
             assert!(std::time::Instant::now() < deadline);

@@ -85,7 +85,7 @@ pub(crate) fn start(
         host_pid,
         host_ipc,
     };
-    raw_exec::launch(spec, poll_interval, Some(&isolation))
+    exec::launch(spec, poll_interval, &isolation)
 }
 
 /// How a task's process ended (Nomad's `drivers.ExitResult`).

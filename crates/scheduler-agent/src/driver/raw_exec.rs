@@ -48,6 +48,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use super::ExitResult;
+use super::cgroups::TaskCgroups;
 
 /// The wrapper script (see the module doc). `$1` is the exit file, the rest the command line.
 const WRAPPER: &str = "f=$1; shift; \
@@ -180,11 +181,17 @@ pub(crate) fn start(spec: &LaunchSpec, poll_interval: Duration) -> Result<Proces
     launch(spec, poll_interval, None)
 }
 
-/// Starts the task unisolated (`isolation` `None`) or in the `exec` driver's sandbox.
+/// Builds the command that runs a task's binary in a sandbox, with the cgroups it made: the
+/// `exec` driver's (`exec::launch`), given to [`launch`] so that this launcher knows nothing
+/// of sandboxes.
+pub(crate) type Sandbox<'a> =
+    &'a dyn Fn(&LaunchSpec, &Path) -> Result<(tokio::process::Command, TaskCgroups), String>;
+
+/// Starts the task unisolated (`sandbox` `None`) or through `sandbox`.
 pub(crate) fn launch(
     spec: &LaunchSpec,
     poll_interval: Duration,
-    isolation: Option<&super::exec::Isolation>,
+    sandbox: Option<Sandbox<'_>>,
 ) -> Result<ProcessHandle, String> {
     let launch_error = |error: String| format!("failed to launch command with executor: {error}");
     let binary =
@@ -193,7 +200,7 @@ pub(crate) fn launch(
         .work_dir
         .clone()
         .unwrap_or_else(|| spec.task_dir.clone());
-    if isolation.is_none() && !cwd.is_dir() {
+    if sandbox.is_none() && !cwd.is_dir() {
         return Err(launch_error(format!(
             "working directory {} does not exist",
             cwd.display()
@@ -211,7 +218,7 @@ pub(crate) fn launch(
     let stdout = open_log(&spec.stdout).map_err(launch_error)?;
     let stderr = open_log(&spec.stderr).map_err(launch_error)?;
 
-    let (mut command, cgroups) = match isolation {
+    let (mut command, cgroups) = match sandbox {
         None => {
             let mut command = tokio::process::Command::new("/bin/sh");
             command
@@ -224,9 +231,8 @@ pub(crate) fn launch(
                 .current_dir(&cwd);
             (command, None)
         }
-        Some(isolation) => {
-            let (command, cgroups) =
-                super::exec::command(spec, isolation, &binary).map_err(launch_error)?;
+        Some(sandbox) => {
+            let (command, cgroups) = sandbox(spec, &binary).map_err(launch_error)?;
             (command, Some(cgroups))
         }
     };

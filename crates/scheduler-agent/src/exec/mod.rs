@@ -29,8 +29,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::Shared;
-use crate::calls::{ClientCall, Refusal, param_bool, param_str, refuse, write_head};
 use crate::handles::{ControlError, ExecTarget};
+use crate::tunnel::{ClientCall, Refusal, param_bool, param_str, refuse, write_head};
 
 pub(crate) use frames::{Input, exit_frame, output_close, output_data};
 
