@@ -272,6 +272,18 @@ impl AutoConfig {
     }
 
     /// A bool setting by spec name (false when unset).
+    /// `canon`'s name as the writer spelled the schedule's fields (upstream's names when it
+    /// used them).
+    pub(crate) fn spelled(&self, canon: &str) -> String {
+        if !self.upstream_names {
+            return canon.to_owned();
+        }
+        fields_of(self.storage_type)
+            .iter()
+            .find(|f| f.canon == canon)
+            .map_or_else(|| canon.to_owned(), |f| f.upstream.to_owned())
+    }
+
     pub(crate) fn flag(&self, canon: &str) -> bool {
         self.settings
             .get(canon)
@@ -511,15 +523,7 @@ pub(crate) fn parse(
 
 /// The per-type rules beyond required fields.
 fn check_type_settings(config: &AutoConfig) -> Result<(), Error> {
-    let spelled = |canon: &str| {
-        if !config.upstream_names {
-            return canon.to_owned();
-        }
-        fields_of(config.storage_type)
-            .iter()
-            .find(|f| f.canon == canon)
-            .map_or_else(|| canon.to_owned(), |f| f.upstream.to_owned())
-    };
+    let spelled = |canon: &str| config.spelled(canon);
     match config.storage_type {
         StorageType::CloudA => {
             if config.flag("cloud_a_enable_kms") && config.flag("cloud_a_server_side_encryption") {
@@ -539,16 +543,6 @@ fn check_type_settings(config: &AutoConfig) -> Result<(), Error> {
                 )));
             }
         }
-        StorageType::CloudB => {
-            if let Some(environment) = config.text("cloud_b_blob_environment")
-                && super::targets::azure_blob_suffix(environment).is_none()
-            {
-                return Err(bad(format!(
-                    "unknown {} {environment:?}",
-                    spelled("cloud_b_blob_environment")
-                )));
-            }
-        }
         StorageType::CloudC => {
             if let Some(key) = config.text("cloud_c_service_account_key")
                 && serde_json::from_str::<serde_json::Map<String, Value>>(key).is_err()
@@ -559,10 +553,9 @@ fn check_type_settings(config: &AutoConfig) -> Result<(), Error> {
                 )));
             }
         }
-        StorageType::Local => {}
-    }
-    if config.storage_type != StorageType::Local {
-        super::targets::open(config).map_err(bad)?;
+        // The blob environment and whether the target can be set up at all are checked by
+        // `targets::check`, which knows the stores.
+        StorageType::CloudB | StorageType::Local => {}
     }
     Ok(())
 }

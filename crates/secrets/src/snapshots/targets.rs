@@ -128,6 +128,25 @@ fn dir_key(path_prefix: &str) -> Result<String, String> {
     Ok(trimmed.to_owned())
 }
 
+/// Checks what only the stores know of a schedule written through the API: a known Azure
+/// blob environment, and that a cloud target can be set up with its settings (nothing is
+/// contacted). The message is the 400's.
+pub(crate) fn check(config: &AutoConfig) -> Result<(), String> {
+    if config.storage_type == StorageType::CloudB
+        && let Some(environment) = config.text("cloud_b_blob_environment")
+        && azure_blob_suffix(environment).is_none()
+    {
+        return Err(format!(
+            "unknown {} {environment:?}",
+            config.spelled("cloud_b_blob_environment")
+        ));
+    }
+    if config.storage_type != StorageType::Local {
+        open(config)?;
+    }
+    Ok(())
+}
+
 /// Builds the target a schedule writes to. Nothing is contacted here; a local directory is
 /// created when missing.
 pub(crate) fn open(config: &AutoConfig) -> Result<Target, String> {

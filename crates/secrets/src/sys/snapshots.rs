@@ -24,7 +24,7 @@ use http::StatusCode;
 use secrets_sdk::{Data, Operation, RawResponse, Request as EngineRequest, Response};
 
 use crate::request::{self, RequestContext};
-use crate::snapshots::{self, config};
+use crate::snapshots::{self, config, targets};
 use crate::{Error, State, mfa};
 
 /// The largest snapshot a restore accepts in one request body.
@@ -79,6 +79,7 @@ pub(crate) async fn handle(
                     existing.as_ref(),
                     state.clock().now_nanos(),
                 )?;
+                targets::check(&schedule).map_err(Error::InvalidParameter)?;
                 config::save(state, &schedule).await?;
                 Ok(None)
             }
