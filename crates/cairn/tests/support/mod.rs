@@ -62,6 +62,9 @@ pub(crate) struct Cairn {
     pub(crate) data_dir: PathBuf,
     /// The `export NAME='value'` lines `cairn dev` prints right after `ready`.
     pub(crate) env_lines: Vec<String>,
+    /// Every line printed up to `ready`.
+    #[allow(dead_code, reason = "read by the cluster tests only")]
+    pub(crate) banner: Vec<String>,
     stderr: Option<tokio::task::JoinHandle<String>>,
 }
 
@@ -180,8 +183,18 @@ impl Cairn {
             token,
             data_dir,
             env_lines,
+            banner,
             stderr: Some(stderr_task),
         }
+    }
+
+    /// The rest of the banner line that starts (after indentation) with `name`.
+    #[allow(dead_code, reason = "used by the cluster tests only")]
+    pub(crate) fn banner_value(&self, name: &str) -> Option<String> {
+        self.banner
+            .iter()
+            .find_map(|line| line.trim_start().strip_prefix(name))
+            .map(|rest| rest.trim().to_owned())
     }
 
     pub(crate) fn url(&self, service: &str, path: &str) -> String {
