@@ -10,15 +10,17 @@
 //! messages included), authorize, and call `domain/sessions.rs` (create, invalidation) and
 //! `domain/session_timers.rs` (renew); reads render `store/sessions.rs` records.
 //!
-//! Invariant: the index of info, node and list is the range revision of `registry/sessions/`:
-//! it moves only when a session is created or invalidated (renew writes nothing there).
+//! Invariant: the index of node and list is the range revision of `registry/sessions/`, that
+//! of info the revision of the one session's record (computing a range's revision visits the
+//! range, so info stays O(1) in the number of sessions): either moves only when a session is
+//! created or invalidated (renew writes nothing there).
 
 use axum::extract::{Path, State as StateExtractor};
 use http::HeaderMap;
 use http_kit::RawBody;
 use serde::Serialize;
 use serde_json::Value;
-use storage::KeyValue;
+use storage::{KeyRange, KeyValue};
 
 use crate::acl::{Access, Authz, Resource};
 use crate::domain::session_timers::{self, Renewal};
@@ -175,29 +177,32 @@ pub(crate) async fn info_session(
     let namespace = resolve_namespace(&query, &headers, authz.namespace())?;
     let namespace = namespace.single()?.to_owned();
     let id = sessions::parse_session_id(&raw_id);
+    // The index (and what a blocking query watches) is this session's own record, not every
+    // session's: the index of a range is computed by visiting the range, which made one info
+    // cost O(sessions). It still rises when the session is created, changed or destroyed.
+    let range = match &id {
+        Some(id) => KeyRange::key(sessions_store::session_key(id)),
+        None => sessions_store::sessions_range(),
+    };
     let ((sessions, filtered), index) = options
-        .read(
-            state.storage(),
-            sessions_store::sessions_range(),
-            || async {
-                let Some(id) = &id else {
-                    return Ok((Vec::new(), false));
-                };
-                let found = sessions::load_session(&state, id).await?;
-                let mut filtered = false;
-                let mut out = Vec::new();
-                if let Some((record, kv)) = found
-                    && record.namespace == namespace
-                {
-                    if authz.allows(Resource::Session, &record.node, Access::Read) {
-                        out.push(SessionView::new(record, &kv));
-                    } else {
-                        filtered = true;
-                    }
+        .read(state.storage(), range, || async {
+            let Some(id) = &id else {
+                return Ok((Vec::new(), false));
+            };
+            let found = sessions::load_session(&state, id).await?;
+            let mut filtered = false;
+            let mut out = Vec::new();
+            if let Some((record, kv)) = found
+                && record.namespace == namespace
+            {
+                if authz.allows(Resource::Session, &record.node, Access::Read) {
+                    out.push(SessionView::new(record, &kv));
+                } else {
+                    filtered = true;
                 }
-                Ok((out, filtered))
-            },
-        )
+            }
+            Ok((out, filtered))
+        })
         .await?;
     Ok(Indexed::new(index, sessions).filtered(filtered))
 }
