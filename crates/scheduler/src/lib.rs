@@ -36,6 +36,7 @@ mod clock;
 mod error;
 mod exec;
 mod forward;
+mod gc;
 mod ha;
 mod jobs;
 mod meta;
@@ -69,6 +70,7 @@ use tasks::heartbeat::Heartbeats;
 
 pub(crate) use clock::now_nanos;
 pub use error::Error;
+pub use gc::{GcClock, GcConfig};
 pub use ha::ClusterView;
 pub use routes::router;
 pub use state::TableIndexes;
@@ -99,6 +101,8 @@ pub struct Config {
     /// The process's metrics registry (`cairn` shares one with every service); served at
     /// `/v1/metrics` with this service's figures.
     pub metrics: http_kit::metrics::Metrics,
+    /// Garbage collection of terminal state: Nomad's intervals and thresholds by default.
+    pub gc: GcConfig,
     /// Several servers over one store: who leads (writes are forwarded there) and who the
     /// peers are. `None`: this server is the only one and always leads.
     pub cluster: Option<ClusterView>,
@@ -116,6 +120,7 @@ impl Default for Config {
             heartbeat_grace: Duration::from_secs(10),
             workers: 64,
             metrics: http_kit::metrics::Metrics::default(),
+            gc: GcConfig::default(),
             cluster: None,
         }
     }

@@ -9,7 +9,7 @@ use axum::routing::{get, post, put};
 
 use crate::forward::ForwardLayer;
 use crate::{
-    Error, State, acl, agent, allocations, client_fs, client_rpc, client_stats, exec, jobs,
+    Error, State, acl, agent, allocations, client_fs, client_rpc, client_stats, exec, gc, jobs,
     metrics, namespaces, nodes, pause, services,
 };
 
@@ -25,6 +25,7 @@ pub fn router(state: State) -> Router {
         .route("/v1/status/peers", get(agent::read_peers))
         .route("/v1/agent/self", get(agent::read_self))
         .route("/v1/regions", get(agent::list_regions))
+        .route("/v1/system/gc", put(gc::force))
         .route("/v1/metrics", get(metrics::read_metrics))
         // The path Consul serves metrics at, for scrapers configured once for both agents.
         .route("/v1/agent/metrics", get(metrics::read_metrics))

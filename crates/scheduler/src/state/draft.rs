@@ -130,8 +130,9 @@ impl Draft {
 
     /// Removes a job and its versions and submissions (purge). Allocations stay, and so do
     /// the versions they run (as in Nomad, where each allocation keeps its own copy of the
-    /// job): they are no longer the job's versions, only what its allocations show.
-    pub(crate) fn purge_job(&mut self, key: &JobKey) {
+    /// job): they are no longer the job's versions, only what its allocations show. Returns
+    /// how many versions went.
+    pub(crate) fn purge_job(&mut self, key: &JobKey) -> usize {
         self.snap.jobs.remove(key);
         let referenced: std::collections::BTreeSet<u64> = self
             .snap
@@ -145,6 +146,7 @@ impl Draft {
             .map(|((_, version), _)| *version)
             .filter(|version| !referenced.contains(version))
             .collect();
+        let removed = versions.len();
         for version in versions {
             self.snap.job_versions.remove(&(key.clone(), version));
             self.delete(keys::job_version(key, version));
@@ -158,6 +160,7 @@ impl Draft {
             }
         }
         self.snap.tables.jobs = self.index();
+        removed
     }
 
     pub(crate) fn put_submission(&mut self, submission: JobSubmission) -> Result<(), Error> {
@@ -254,5 +257,53 @@ impl Draft {
             self.pending_evals.push(Arc::clone(&eval));
         }
         Ok(eval)
+    }
+
+    /// Removes an allocation (garbage collection: only terminal ones), keeping the node and
+    /// job indexes and the node's usage in step.
+    pub(crate) fn delete_alloc(&mut self, id: &str) {
+        let Some(old) = self.snap.allocs.remove(id) else {
+            return;
+        };
+        self.delete(keys::alloc(old.create_index, &old.id));
+        if !old.terminal() {
+            let mut usage = self.snap.node_used(&old.node_id);
+            usage.subtract(&old.allocated_resources.comparable());
+            self.snap.node_usage.insert(old.node_id.clone(), usage);
+            self.capacity_changed = true;
+        }
+        if let Some(ids) = self.snap.allocs_by_node.get_mut(&old.node_id) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.snap.allocs_by_node.remove(&old.node_id);
+            }
+        }
+        let key = JobKey::new(&old.namespace, &old.job_id);
+        if let Some(ids) = self.snap.allocs_by_job.get_mut(&key) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.snap.allocs_by_job.remove(&key);
+            }
+        }
+        self.snap.tables.allocs = self.index();
+    }
+
+    /// Removes an evaluation (garbage collection: only terminal ones).
+    pub(crate) fn delete_eval(&mut self, id: &str) {
+        let Some(old) = self.snap.remove_eval(id) else {
+            return;
+        };
+        self.delete(keys::eval(old.create_index, &old.id));
+        self.snap.tables.evals = self.index();
+    }
+
+    /// Removes a node (garbage collection: only down nodes with nothing live on them).
+    pub(crate) fn delete_node(&mut self, id: &str) {
+        if self.snap.nodes.remove(id).is_none() {
+            return;
+        }
+        self.delete(keys::node(id));
+        self.snap.node_usage.remove(id);
+        self.snap.tables.nodes = self.index();
     }
 }

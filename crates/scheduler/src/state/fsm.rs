@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 
 use super::draft::Draft;
+use super::gc::{GcPass, GcReport};
 use crate::Error;
 use crate::placement::ports;
 use crate::structs::*;
@@ -40,6 +41,8 @@ pub(crate) enum Command {
     ApplyPlan(Box<Plan>),
     /// Evaluations to write as they are (a worker giving up on one, for example).
     UpsertEvals(Vec<Evaluation>),
+    /// A garbage-collection pass (`gc.rs`).
+    Gc(GcPass),
 }
 
 #[derive(Debug, Clone)]
@@ -78,6 +81,8 @@ pub(crate) enum Outcome {
         eval_id: String,
     },
     Plan(PlanResult),
+    /// What a garbage-collection pass removed.
+    Gc(GcReport),
 }
 
 pub(super) fn apply(draft: &mut Draft, command: &Command, now: i64) -> Result<Outcome, Error> {
@@ -98,6 +103,7 @@ pub(super) fn apply(draft: &mut Draft, command: &Command, now: i64) -> Result<Ou
             }
             Ok(Outcome::Done)
         }
+        Command::Gc(pass) => super::gc::collect(draft, pass),
     }
 }
 

@@ -30,6 +30,7 @@
 mod draft;
 mod follow;
 mod fsm;
+mod gc;
 mod keys;
 mod load;
 mod snapshot;
@@ -44,6 +45,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use fsm::{Command, DeregisterJob, Outcome, RegisterJob};
+pub(crate) use gc::{GcPass, GcReport, Thresholds};
 pub use snapshot::TableIndexes;
 pub(crate) use snapshot::{Snapshot, TRACKED_VERSIONS};
 pub(crate) use writer::run_writer;

@@ -16,7 +16,8 @@
 //!   still run), including the latest.
 //! - `blocked_evals` holds exactly the IDs of the evaluations whose status is `blocked`, and
 //!   `evals_by_job` exactly the IDs of each job's evaluations (every status); both change only
-//!   through [`Snapshot::insert_eval`].
+//!   through [`Snapshot::insert_eval`] and
+//!   [`Snapshot::remove_eval`].
 
 use std::sync::Arc;
 
@@ -140,5 +141,19 @@ impl Snapshot {
                 .insert(eval.id.clone());
         }
         self.evals.insert(eval.id.clone(), eval);
+    }
+
+    /// Removes an evaluation and its entries in `blocked_evals` and `evals_by_job`.
+    pub(crate) fn remove_eval(&mut self, id: &str) -> Option<Arc<Evaluation>> {
+        let eval = self.evals.remove(id)?;
+        self.blocked_evals.remove(id);
+        let key = JobKey::new(&eval.namespace, &eval.job_id);
+        if let Some(ids) = self.evals_by_job.get_mut(&key) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.evals_by_job.remove(&key);
+            }
+        }
+        Some(eval)
     }
 }

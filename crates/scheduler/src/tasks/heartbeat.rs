@@ -31,11 +31,16 @@ impl Heartbeats {
         }
     }
 
-    /// Tracks exactly `node_ids`, each due within `within` (the start of a monitor).
+    /// Gives each of `node_ids` a deadline at least `within` from now (the start of a
+    /// monitor). Deadlines already set stay (a node may register while the term starts, before
+    /// its record is in the snapshot the monitor read); a later one wins.
     fn restart<'a>(&self, node_ids: impl Iterator<Item = &'a str>, within: Duration) {
         let due = Instant::now() + within;
         if let Ok(mut deadlines) = self.deadlines.lock() {
-            *deadlines = node_ids.map(|id| (id.to_owned(), due)).collect();
+            for id in node_ids {
+                let deadline = deadlines.entry(id.to_owned()).or_insert(due);
+                *deadline = (*deadline).max(due);
+            }
         }
     }
 
@@ -57,7 +62,7 @@ impl Heartbeats {
 }
 
 /// Marks nodes down as their deadlines pass, until `term` ends. At start every node that is
-/// not down gets a fresh deadline (and nothing else is tracked).
+/// not down gets a fresh deadline.
 pub(crate) async fn run(state: State, term: CancellationToken) {
     let within = state.heartbeat_ttl() + state.config().heartbeat_grace;
     let snapshot = state.store().snapshot();

@@ -1,8 +1,8 @@
 //! The scheduler's background work, started by `crate::start_tasks` through the
 //! `cluster::Runner`: one leader loop ([`lead`]) runs, while this server leads, the state
 //! writer (`state::run_writer`, which also applies the workers' plans), the scheduling workers
-//! (`worker.rs`, fed by the broker, whose delayed evaluations wait there) and the heartbeat
-//! monitor (`heartbeat.rs`).
+//! (`worker.rs`, fed by the broker, whose delayed evaluations wait there), the heartbeat
+//! monitor (`heartbeat.rs`) and the garbage collector (`crate::gc`).
 //!
 //! Invariants:
 //! - Each term of leadership starts from storage alone: the snapshot is caught up with what
@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::State;
 use crate::structs::EVAL_STATUS_PENDING;
 
-/// One term of leadership: runs the writer, the workers and the heartbeat monitor until
-/// `term` is cancelled.
+/// One term of leadership: runs the writer, the workers, the heartbeat monitor and the
+/// garbage collector until `term` is cancelled.
 pub(crate) async fn lead(state: State, term: CancellationToken) {
     // Commands are taken here from now on; the follower stops publishing first.
     let _term = state.role().begin_term().await;
@@ -45,7 +45,11 @@ pub(crate) async fn lead(state: State, term: CancellationToken) {
         (0..state.config().workers.max(1)).map(|_| worker::run(state.clone(), term.clone())),
     );
     let others = async {
-        tokio::join!(workers, heartbeat::run(state.clone(), term.clone()));
+        tokio::join!(
+            workers,
+            heartbeat::run(state.clone(), term.clone()),
+            crate::gc::run(state.clone(), term.clone())
+        );
         writer_term.cancel();
     };
     tokio::join!(writer, others);

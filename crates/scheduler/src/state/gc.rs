@@ -1,0 +1,296 @@
+//! Garbage collection of the scheduler's state (Nomad's core scheduler: `evalGC`, `jobGC`,
+//! `nodeGC`), applied by the state writer as one command, so it sees and changes the latest
+//! state atomically and its deletions are durable before anyone sees them gone.
+//!
+//! Where it sits: `crate::gc` sends [`Command::Gc`](super::Command::Gc) on Nomad's schedule
+//! (and for `PUT /v1/system/gc`, forced); `fsm::apply` calls [`collect`]. Times come with the
+//! command (an injected clock in tests), never from the writer.
+//!
+//! What goes (each only when old enough, unless forced, by its last modify time):
+//! - an evaluation that is terminal, older than `eval` (`batch_eval` for batch and sysbatch
+//!   jobs, whose evaluations also wait until their job is dead or gone), together with its
+//!   allocations when every one of them can go; otherwise only those that can;
+//! - an allocation that is terminal and older than the same threshold, unless it failed and may
+//!   still be rescheduled (desired run, no next allocation, its job live);
+//! - a dead job (stopped, or a batch job whose work finished) older than `job`, with all of
+//!   its versions, submissions, evaluations and allocations, when none of them is live;
+//! - job versions of purged jobs that no allocation refers to any more;
+//! - a down node older than `node` with no live allocation.
+//!
+//! Invariants:
+//! - Nothing live is removed: no pending or blocked evaluation, no non-terminal allocation, no
+//!   job that is not dead, no node that is not down or still holds live work.
+//! - One pass removes at most [`MAX_REMOVALS`] records (one bounded transaction); the outcome
+//!   says whether more were eligible, and the caller runs another pass.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::draft::Draft;
+use super::fsm::Outcome;
+use crate::Error;
+use crate::structs::*;
+
+/// The most records one pass removes.
+pub(crate) const MAX_REMOVALS: usize = 8192;
+
+/// Ages (nanoseconds) after which terminal state may go (Nomad's `*_gc_threshold`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Thresholds {
+    pub(crate) eval: i64,
+    pub(crate) batch_eval: i64,
+    pub(crate) job: i64,
+    pub(crate) node: i64,
+}
+
+/// One garbage-collection pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GcPass {
+    /// Unix nanoseconds, as the caller's clock says.
+    pub(crate) now: i64,
+    pub(crate) thresholds: Thresholds,
+    /// `PUT /v1/system/gc`: every threshold is ignored (what is not live goes at once).
+    pub(crate) force: bool,
+}
+
+impl GcPass {
+    fn old_enough(&self, modified: i64, threshold: i64) -> bool {
+        self.force || modified <= self.now.saturating_sub(threshold)
+    }
+}
+
+/// What one pass removed, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct GcReport {
+    pub(crate) evals: usize,
+    pub(crate) allocs: usize,
+    pub(crate) jobs: usize,
+    pub(crate) job_versions: usize,
+    pub(crate) nodes: usize,
+    /// More was eligible than one pass removes.
+    pub(crate) more: bool,
+}
+
+impl GcReport {
+    fn total(&self) -> usize {
+        self.evals + self.allocs + self.jobs + self.job_versions + self.nodes
+    }
+
+    fn full(&mut self) -> bool {
+        if self.total() >= MAX_REMOVALS {
+            self.more = true;
+        }
+        self.more
+    }
+}
+
+fn batch_type(job_type: &str) -> bool {
+    job_type == JOB_TYPE_BATCH || job_type == JOB_TYPE_SYSBATCH
+}
+
+/// Whether a job is dead as its status says (`jobs::job_status`).
+fn job_dead(draft: &Draft, job: &Job) -> bool {
+    let key = job.key();
+    let facts = crate::jobs::eval_facts(&draft.snap, Some(&key));
+    crate::jobs::job_status(job, draft.snap.allocs_of_job(&key), facts.get(&key)) == JOB_STATUS_DEAD
+}
+
+/// Whether nothing will ever need this allocation again (Nomad's `allocGCEligible`).
+fn alloc_collectable(pass: &GcPass, alloc: &Allocation, job: Option<&Job>, threshold: i64) -> bool {
+    if !alloc.terminal() || !pass.old_enough(alloc.modify_time, threshold) {
+        return false;
+    }
+    let job_live = job.is_some_and(|job| !job.stop);
+    let may_reschedule = alloc.client_status == ALLOC_CLIENT_FAILED
+        && alloc.desired_status == ALLOC_DESIRED_RUN
+        && alloc.next_allocation.is_empty();
+    !(job_live && may_reschedule)
+}
+
+pub(super) fn collect(draft: &mut Draft, pass: &GcPass) -> Result<Outcome, Error> {
+    let mut report = GcReport::default();
+    collect_jobs(draft, pass, &mut report)?;
+    collect_evals(draft, pass, &mut report)?;
+    collect_orphan_allocs(draft, pass, &mut report)?;
+    collect_orphan_versions(draft, &mut report);
+    collect_nodes(draft, pass, &mut report);
+    if report.total() > 0 {
+        tracing::debug!(?report, force = pass.force, "scheduler garbage collected");
+    }
+    Ok(Outcome::Gc(report))
+}
+
+/// Dead jobs older than the job threshold, with everything of theirs.
+fn collect_jobs(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Result<(), Error> {
+    let candidates: Vec<Arc<Job>> = draft
+        .snap
+        .jobs
+        .values()
+        .filter(|job| {
+            job.stop || batch_type(&job.job_type) && !job.is_periodic() && !job.is_parameterized()
+        })
+        .cloned()
+        .collect();
+    for job in candidates {
+        if report.full() {
+            return Ok(());
+        }
+        let key = job.key();
+        let allocs: Vec<Arc<Allocation>> = draft.snap.allocs_of_job(&key).cloned().collect();
+        let evals: Vec<Arc<Evaluation>> = draft.snap.evals_of_job(&key).cloned().collect();
+        if allocs.iter().any(|alloc| !alloc.terminal()) || evals.iter().any(|e| !e.terminal()) {
+            continue;
+        }
+        let last_change = allocs
+            .iter()
+            .map(|alloc| alloc.modify_time)
+            .chain(evals.iter().map(|eval| eval.modify_time))
+            .fold(job.submit_time, i64::max);
+        if !pass.old_enough(last_change, pass.thresholds.job) || !job_dead(draft, &job) {
+            continue;
+        }
+        for alloc in &allocs {
+            draft.delete_alloc(&alloc.id);
+        }
+        for eval in &evals {
+            draft.delete_eval(&eval.id);
+        }
+        report.allocs += allocs.len();
+        report.evals += evals.len();
+        report.job_versions += draft.purge_job(&key);
+        report.jobs += 1;
+    }
+    Ok(())
+}
+
+/// Terminal evaluations older than their threshold, and their allocations that can go.
+fn collect_evals(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Result<(), Error> {
+    let candidates: Vec<Arc<Evaluation>> = draft
+        .snap
+        .evals
+        .values()
+        .filter(|eval| eval.terminal())
+        .cloned()
+        .collect();
+    for eval in candidates {
+        if report.full() {
+            return Ok(());
+        }
+        let batch = batch_type(&eval.job_type);
+        let threshold = if batch {
+            pass.thresholds.batch_eval
+        } else {
+            pass.thresholds.eval
+        };
+        if !pass.old_enough(eval.modify_time, threshold) {
+            continue;
+        }
+        let key = JobKey::new(&eval.namespace, &eval.job_id);
+        let job = draft.snap.jobs.get(&key).cloned();
+        // A batch job's evaluations stay while the job lives: its status is read from them.
+        if batch && job.as_ref().is_some_and(|job| !job_dead(draft, job)) {
+            continue;
+        }
+        let allocs: Vec<Arc<Allocation>> = draft
+            .snap
+            .allocs_of_job(&key)
+            .filter(|alloc| alloc.eval_id == eval.id)
+            .cloned()
+            .collect();
+        let mut whole = true;
+        for alloc in allocs {
+            if alloc_collectable(pass, &alloc, job.as_deref(), threshold) {
+                draft.delete_alloc(&alloc.id);
+                report.allocs += 1;
+            } else {
+                whole = false;
+            }
+        }
+        if whole {
+            draft.delete_eval(&eval.id);
+            report.evals += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Terminal allocations whose evaluation is gone (they were updated by a later one).
+fn collect_orphan_allocs(
+    draft: &mut Draft,
+    pass: &GcPass,
+    report: &mut GcReport,
+) -> Result<(), Error> {
+    let candidates: Vec<Arc<Allocation>> = draft
+        .snap
+        .allocs
+        .values()
+        .filter(|alloc| alloc.terminal() && !draft.snap.evals.contains_key(&alloc.eval_id))
+        .cloned()
+        .collect();
+    for alloc in candidates {
+        if report.full() {
+            return Ok(());
+        }
+        let key = JobKey::new(&alloc.namespace, &alloc.job_id);
+        let job = draft.snap.jobs.get(&key).cloned();
+        let threshold = if batch_type(&alloc.job_type) {
+            pass.thresholds.batch_eval
+        } else {
+            pass.thresholds.eval
+        };
+        if alloc_collectable(pass, &alloc, job.as_deref(), threshold) {
+            draft.delete_alloc(&alloc.id);
+            report.allocs += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Versions kept only because allocations of a purged job ran them, once those are gone.
+fn collect_orphan_versions(draft: &mut Draft, report: &mut GcReport) {
+    let orphans: BTreeSet<JobKey> = draft
+        .snap
+        .job_versions
+        .keys()
+        .map(|(key, _)| key)
+        .filter(|key| !draft.snap.jobs.contains_key(*key))
+        .cloned()
+        .collect();
+    for key in orphans {
+        if report.full() {
+            return;
+        }
+        report.job_versions += draft.purge_job(&key);
+    }
+}
+
+/// Down nodes older than the node threshold with nothing live on them.
+fn collect_nodes(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) {
+    let candidates: Vec<String> = draft
+        .snap
+        .nodes
+        .values()
+        .filter(|node| {
+            node.status == NODE_STATUS_DOWN
+                && pass.old_enough(
+                    node.status_updated_at.saturating_mul(1_000_000_000),
+                    pass.thresholds.node,
+                )
+        })
+        .map(|node| node.id.clone())
+        .collect();
+    for id in candidates {
+        if report.full() {
+            return;
+        }
+        if draft
+            .snap
+            .allocs_on_node(&id)
+            .any(|alloc| !alloc.terminal())
+        {
+            continue;
+        }
+        draft.delete_node(&id);
+        report.nodes += 1;
+    }
+}
