@@ -2,7 +2,7 @@
 //! `MemStorage`, each served on `127.0.0.1:0` with its own runner under a
 //! `cluster::ManualLeadership` the test moves, and a `ClusterView` naming the current leader's
 //! URL. Proves that a follower answers as the leader does: writes sent to it are forwarded and
-//! placed, its reads and blocking queries follow the leader's commits, the status endpoints
+//! placed, its reads and blocking queries follow the leader's commits (a purge included), the status endpoints
 //! and leader headers tell the truth, evaluations left by one leader complete on the next,
 //! and a real client agent talking to the follower runs tasks whose logs read through either
 //! server and that a WebSocket exec through the follower reaches (the reverse channel and
@@ -300,6 +300,43 @@ async fn a_job_registered_through_the_follower_is_placed_and_reads_the_same_on_b
         (pair.a.state.table_indexes() == pair.b.state.table_indexes()).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_purge_whose_versions_allocations_still_reference_removes_the_job_on_the_follower() {
+    let pair = Pair::start().await;
+    pair.add_node(&pair.a, "node-1").await;
+    pair.register(&pair.a, service_job("purged", 1)).await;
+    pair.wait_placed(&pair.b, "purged", 1).await;
+
+    // Purged through the follower: the leader keeps the version its allocation references,
+    // so no job record changes in the store.
+    let response = pair
+        .send(
+            "DELETE",
+            pair.b.url("/v1/job/purged?purge=true"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    for server in [&pair.a, &pair.b] {
+        let (status, body) = pair.get(server, "/v1/job/purged").await;
+        assert_eq!(status, 404, "{body}");
+        let (_, jobs) = pair.get(server, "/v1/jobs").await;
+        assert_eq!(jobs, json!([]));
+    }
+    // A stop (no purge) keeps the job, stopped, on both.
+    pair.register(&pair.a, service_job("stopped", 1)).await;
+    let response = pair
+        .send("DELETE", pair.b.url("/v1/job/stopped"), None, None)
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    for server in [&pair.a, &pair.b] {
+        let (status, job) = pair.get(server, "/v1/job/stopped").await;
+        assert_eq!(status, 200, "{job}");
+        assert_eq!(job["Stop"], true);
+    }
 }
 
 #[tokio::test]

@@ -16,6 +16,9 @@
 //!   changes with the batch's index, as the writer does.
 //! - Secondary indexes (`allocs_by_node`, `allocs_by_job`, `node_usage`, `blocked_evals`,
 //!   `evals_by_job`, `jobs` as the latest version) stay as the writer keeps them.
+//! - A purge that leaves every version in place (allocations still reference them) shows in
+//!   a batch only as a deregistration evaluation created with the batch's index and no job
+//!   write; the follower drops the job then, as the writer did.
 //! - Keys outside the snapshot's tables (ACL, namespaces) are ignored: they are read from the
 //!   store per request on every server.
 //! - A watch that fails (compaction, a broken connection) or that is seen to lag behind the
@@ -33,7 +36,9 @@ use super::{Snapshot, StateStore, keys, load};
 /// Every key the snapshot's tables live under (ACL and namespace keys too, which are skipped).
 const PREFIX: &str = "scheduler/";
 use crate::Error;
-use crate::structs::{Allocation, Evaluation, Job, JobKey, JobSubmission, Node};
+use crate::structs::{
+    Allocation, Evaluation, Job, JobKey, JobSubmission, Node, TRIGGER_JOB_DEREGISTER,
+};
 
 /// How long the follower waits for an event before it checks the stored index itself.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -181,11 +186,38 @@ pub(super) fn apply_batch(snap: &mut Snapshot, events: &[Event]) {
             snap.index = snap.index.max(parse_index(&event.value));
         }
     }
+    let mut jobs_written = std::collections::HashSet::new();
+    let mut deregistered = Vec::new();
     for event in events {
-        if let Err(err) = apply_event(snap, event) {
-            tracing::error!(error = %err, "cannot apply a scheduler record the leader wrote");
+        match apply_event(snap, event) {
+            Ok(Applied::Job(key)) => {
+                jobs_written.insert(key);
+            }
+            Ok(Applied::Deregistered(key)) => deregistered.push(key),
+            Ok(Applied::Other) => {}
+            Err(err) => {
+                tracing::error!(error = %err, "cannot apply a scheduler record the leader wrote")
+            }
         }
     }
+    // A purge writes nothing under the job when allocations still reference every version
+    // (the versions stay for them): the batch shows it only as a deregistration evaluation
+    // created with the batch's index and no write of the job itself (a stop always rewrites
+    // the job; a registration later in the same batch writes it too).
+    for key in deregistered {
+        if !jobs_written.contains(&key) && snap.jobs.remove(&key).is_some() {
+            snap.tables.jobs = snap.tables.jobs.max(snap.index);
+        }
+    }
+}
+
+/// What an applied event was, for the batch's purge check.
+enum Applied {
+    /// A version of this job was written.
+    Job(JobKey),
+    /// A deregistration evaluation for this job was created in this batch.
+    Deregistered(JobKey),
+    Other,
 }
 
 fn decode<T: serde::de::DeserializeOwned>(event: &Event) -> Result<T, Error> {
@@ -209,9 +241,9 @@ fn id_after_index(rest: &str) -> Option<&str> {
     rest.split_once('/').map(|(_, id)| id)
 }
 
-fn apply_event(snap: &mut Snapshot, event: &Event) -> Result<(), Error> {
+fn apply_event(snap: &mut Snapshot, event: &Event) -> Result<Applied, Error> {
     let Ok(key) = std::str::from_utf8(&event.key) else {
-        return Ok(());
+        return Ok(Applied::Other);
     };
     let put = event.kind == EventKind::Put;
     let index = snap.index;
@@ -224,7 +256,9 @@ fn apply_event(snap: &mut Snapshot, event: &Event) -> Result<(), Error> {
                 .insert((job_key.clone(), job.version), Arc::clone(&job));
             // The writer only ever stores a version as the job's latest (a registration,
             // a stop, a revert all make one).
-            snap.jobs.insert(job_key, job);
+            snap.jobs.insert(job_key.clone(), job);
+            snap.tables.jobs = snap.tables.jobs.max(index);
+            return Ok(Applied::Job(job_key));
         } else if let Some((job_key, version)) = job_key_version(rest) {
             snap.job_versions.remove(&(job_key.clone(), version));
             // Only a purge deletes the latest version.
@@ -235,8 +269,8 @@ fn apply_event(snap: &mut Snapshot, event: &Event) -> Result<(), Error> {
             {
                 snap.jobs.remove(&job_key);
             }
+            snap.tables.jobs = snap.tables.jobs.max(index);
         }
-        snap.tables.jobs = snap.tables.jobs.max(index);
     } else if let Some(rest) = key.strip_prefix(keys::SUBMISSIONS) {
         if put {
             let submission: JobSubmission = decode(event)?;
@@ -266,13 +300,22 @@ fn apply_event(snap: &mut Snapshot, event: &Event) -> Result<(), Error> {
     } else if let Some(rest) = key.strip_prefix(keys::EVALS) {
         if put {
             let eval: Evaluation = decode(event)?;
+            let deregistered = (eval.triggered_by == TRIGGER_JOB_DEREGISTER
+                && eval.create_index == index
+                && eval.job_modify_index == index)
+                .then(|| JobKey::new(&eval.namespace, &eval.job_id));
             snap.insert_eval(Arc::new(eval));
+            snap.tables.evals = snap.tables.evals.max(index);
+            if let Some(job_key) = deregistered {
+                return Ok(Applied::Deregistered(job_key));
+            }
+            return Ok(Applied::Other);
         } else if let Some(id) = id_after_index(rest) {
             remove_eval(snap, id);
         }
         snap.tables.evals = snap.tables.evals.max(index);
     }
-    Ok(())
+    Ok(Applied::Other)
 }
 
 /// Takes an allocation out of the tables and its share out of the secondary indexes.
