@@ -412,6 +412,42 @@ impl Barrier {
         }
     }
 
+    /// The value at logical `key`, decrypted, with the store's mod revision of that key (for
+    /// [`Barrier::put_if_unchanged`]).
+    pub(crate) async fn get_revisioned(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, storage::Revision)>, Error> {
+        self.current()?;
+        match self.storage.get(physical(key).as_bytes()).await? {
+            None => Ok(None),
+            Some(kv) => {
+                let plain = self.decrypt(key, &kv.value).await?;
+                Ok(Some((plain, kv.mod_revision)))
+            }
+        }
+    }
+
+    /// Compare-and-swap: encrypts `value` and stores it at logical `key` only if the key's mod
+    /// revision is still `revision` (as read by [`Barrier::get_revisioned`]). `false` when
+    /// another writer (maybe another server) changed the key since.
+    pub(crate) async fn put_if_unchanged(
+        &self,
+        key: &str,
+        value: &[u8],
+        revision: storage::Revision,
+    ) -> Result<bool, Error> {
+        let sealed = self.seal_value(key, value)?;
+        let physical_key = physical(key).into_bytes();
+        let txn = Txn::new()
+            .when(Compare::ModRevision(physical_key.clone(), revision))
+            .then(Op::Put {
+                key: physical_key,
+                value: sealed,
+            });
+        Ok(self.storage.txn(txn).await?.succeeded)
+    }
+
     /// Encrypts `value` with the active term and stores it at logical `key`.
     pub(crate) async fn put(&self, key: &str, value: &[u8]) -> Result<(), Error> {
         let sealed = self.seal_value(key, value)?;

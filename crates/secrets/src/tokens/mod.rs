@@ -40,6 +40,9 @@ pub(crate) use handlers::handle;
 /// The system default and maximum token TTL: 768h (32 days), as Vault.
 pub(crate) const SYSTEM_MAX_TTL: Duration = Duration::from_secs(768 * 3600);
 
+/// How many times one use of a limited-use token retries its compare-and-swap.
+const USE_ATTEMPTS: u32 = 64;
+
 /// One token, as stored (encrypted) under `sys/token/id/<sha256 of id>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct TokenEntry {
@@ -322,28 +325,51 @@ impl TokenStore {
 
     /// Counts one use of a limited-use token. The last use marks it used up: later lookups
     /// answer `None` and [`tidy`] revokes it (after the current request finished).
+    ///
+    /// The decrement is a compare-and-swap on the stored entry, retried on conflict, so a
+    /// token with `num_uses = n` is used exactly `n` times however many requests, on however
+    /// many servers, use it at once; a use that finds it used up is refused.
     pub(crate) async fn use_token(&self, state: &State, token: &TokenEntry) -> Result<(), Error> {
         if token.num_uses == 0 {
             return Ok(());
         }
+        // Serialises this server's own uses (no conflict among them); other servers' uses
+        // are caught by the compare-and-swap.
         let _guard = self.write_lock.lock().await;
         let hash = token.hash();
-        let Some(mut entry) = store::get_json::<TokenEntry>(state, &store::id_key(&hash)).await?
-        else {
-            return Err(Error::PermissionDenied);
-        };
-        if entry.num_uses < 0 {
-            return Err(Error::PermissionDenied);
-        }
-        if entry.num_uses > 0 {
+        let key = store::id_key(&hash);
+        for attempt in 0..USE_ATTEMPTS {
+            let Some((bytes, revision)) = store::get_revisioned(state, &key).await? else {
+                return Err(Error::PermissionDenied);
+            };
+            let mut entry: TokenEntry = store::decode(&key, &bytes)?;
+            if entry.id != token.id || entry.num_uses < 0 || entry.is_expired(state.now_ms()) {
+                return Err(Error::PermissionDenied);
+            }
+            if entry.num_uses == 0 {
+                return Ok(());
+            }
             entry.num_uses = if entry.num_uses == 1 {
                 -1
             } else {
                 entry.num_uses - 1
             };
-            self.write(state, &entry).await?;
+            if store::put_if(state, &key, &store::encode(&key, &entry)?, revision).await? {
+                self.cache
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(hash, entry.clone());
+                self.index(&entry);
+                return Ok(());
+            }
+            // Another server used (or changed) it since the read: read again. A short,
+            // growing pause spreads out servers contending for one token.
+            let pause = Duration::from_millis(1 + u64::from(attempt % 8) * 2);
+            tokio::time::sleep(pause).await;
         }
-        Ok(())
+        Err(Error::Conflict(
+            "the token's use count kept changing under this request; retry the request".to_owned(),
+        ))
     }
 
     /// Creates the root token: `id` when given (dev mode's `--root-token`), else a random id.

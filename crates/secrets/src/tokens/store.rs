@@ -73,7 +73,7 @@ pub(crate) fn encode<T: serde::Serialize>(key: &str, value: &T) -> Result<Vec<u8
 }
 
 // The barrier, as the token store, identity and roles use it. Every access of this module
-// family goes through these five functions.
+// family goes through these functions.
 
 pub(crate) async fn get(state: &State, key: &str) -> Result<Option<Vec<u8>>, Error> {
     state.barrier().get(key).await
@@ -81,6 +81,24 @@ pub(crate) async fn get(state: &State, key: &str) -> Result<Option<Vec<u8>>, Err
 
 pub(crate) async fn put(state: &State, key: &str, value: &[u8]) -> Result<(), Error> {
     state.barrier().put(key, value).await
+}
+
+/// The value at `key` with its store revision, for a compare-and-swap through [`put_if`].
+pub(crate) async fn get_revisioned(
+    state: &State,
+    key: &str,
+) -> Result<Option<(Vec<u8>, storage::Revision)>, Error> {
+    state.barrier().get_revisioned(key).await
+}
+
+/// Stores `value` at `key` only if the key is still at `revision`; `false` if it moved.
+pub(crate) async fn put_if(
+    state: &State,
+    key: &str,
+    value: &[u8],
+    revision: storage::Revision,
+) -> Result<bool, Error> {
+    state.barrier().put_if_unchanged(key, value, revision).await
 }
 
 pub(crate) async fn delete(state: &State, key: &str) -> Result<(), Error> {
