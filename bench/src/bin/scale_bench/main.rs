@@ -11,8 +11,9 @@
 //! a Markdown section (`--markdown`) with a table and the growth of every measure per suite,
 //! and a PNG per suite (`--plot-dir`, `scale-<suite>.png`).
 //!
-//! Growth is the log-log slope from the first to the last point: value ∝ items^slope. Below
-//! 0.15 is "flat", up to 0.85 "sublinear", up to 1.2 "linear", above that "worse than linear".
+//! Growth is the log-log slope between the two largest points (value ∝ items^slope; fixed
+//! costs weigh least there), shown with the slope over the whole range: below 0.15 is "flat",
+//! up to 0.85 "sublinear", up to 1.2 "linear", above that "worse than linear".
 //!
 //! Invariants: every server it starts listens on 127.0.0.1 port 0 and is stopped (SIGTERM,
 //! then SIGKILL after 60 s) before the next starts or when the run fails; a point's data dir
@@ -1242,7 +1243,7 @@ async fn run_point(args: &Args, suite: Suite, n: usize) -> Result<Point, String>
 
 // ------------------------------------------------------------------ report
 
-/// value ∝ items^slope between the first and the last point.
+/// value ∝ items^slope between the first and the last of `points`.
 fn slope(points: &[(f64, f64)]) -> Option<f64> {
     let (first, last) = (points.first()?, points.last()?);
     if points.len() < 2 || first.0 <= 0.0 || first.1 <= 0.0 || last.1 <= 0.0 || last.0 <= first.0 {
@@ -1251,13 +1252,26 @@ fn slope(points: &[(f64, f64)]) -> Option<f64> {
     Some((last.1 / first.1).ln() / (last.0 / first.0).ln())
 }
 
+/// The growth class of a measure: judged on the last step (the two largest points), where
+/// fixed costs weigh least, with the slope over the whole range beside it.
 fn growth(points: &[(f64, f64)]) -> String {
+    let Some(last) = slope(&points[points.len().saturating_sub(2)..]) else {
+        return "n/a".to_owned();
+    };
+    let class = if last < 0.15 {
+        "flat"
+    } else if last < 0.85 {
+        "sublinear"
+    } else if last <= 1.2 {
+        "linear"
+    } else {
+        "**worse than linear**"
+    };
     match slope(points) {
-        None => "n/a".to_owned(),
-        Some(s) if s < 0.15 => format!("flat (slope {s:.2})"),
-        Some(s) if s < 0.85 => format!("sublinear (slope {s:.2})"),
-        Some(s) if s <= 1.2 => format!("linear (slope {s:.2})"),
-        Some(s) => format!("**worse than linear** (slope {s:.2})"),
+        Some(all) if points.len() > 2 => {
+            format!("{class} (slope {last:.2} over the last step, {all:.2} overall)")
+        }
+        _ => format!("{class} (slope {last:.2})"),
     }
 }
 
