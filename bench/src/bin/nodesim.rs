@@ -11,6 +11,14 @@
 //! registration to the last placement, placements/s, the registration phase alone); progress
 //! on stderr.
 //!
+//! `--mode churn` simulates a day of short batch work instead: `--churn-jobs` batch jobs of one
+//! allocation each, `--conns` at a time, each registered, waited for until placed (a blocking
+//! query on its allocations) and reported `complete` by its node, as a client would. Every
+//! `--gc-every` jobs it forces the server's garbage collection (`PUT /v1/system/gc`: the
+//! thresholds are hours, the run minutes) and prints one `CHURN ...` line: jobs done, the
+//! server's RSS (`--pid`, from `/proc`) and the store's size on disk (`--data-dir`, every file
+//! under it) before and after the collection, and the jobs/s of the last stretch.
+//!
 //! Invariants: loopback targets only; the run is bounded by `--timeout`; every request checks
 //! its status, and a failure ends the run with a non-zero exit.
 
@@ -55,6 +63,21 @@ struct Args {
     /// Seconds before giving up.
     #[arg(long, default_value_t = 300.0)]
     timeout: f64,
+    /// `placement` (the throughput run) or `churn` (short batch jobs, collected as they go).
+    #[arg(long, default_value = "placement")]
+    mode: String,
+    /// churn: batch jobs to run.
+    #[arg(long, default_value_t = 100_000)]
+    churn_jobs: usize,
+    /// churn: jobs between two forced collections (and reports).
+    #[arg(long, default_value_t = 10_000)]
+    gc_every: usize,
+    /// churn: the server's process ID, for its RSS.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// churn: the server's data directory, for the store's size on disk.
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
 }
 
 /// A pool of keep-alive HTTP/1.1 connections to one target.
@@ -76,6 +99,20 @@ impl Pool {
         body: Option<&Value>,
         token: &str,
     ) -> Result<(u16, Bytes), String> {
+        self.request_indexed(slot, method, path, body, token)
+            .await
+            .map(|(status, _, bytes)| (status, bytes))
+    }
+
+    /// As [`Pool::request_as`], with the answer's `X-Nomad-Index` (0 without one).
+    async fn request_indexed(
+        &self,
+        slot: usize,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        token: &str,
+    ) -> Result<(u16, u64, Bytes), String> {
         let mut guard = self.conns[slot % self.conns.len()].lock().await;
         if guard.as_ref().is_none_or(|sender| sender.is_closed()) {
             let stream = TcpStream::connect(self.target.addr)
@@ -112,13 +149,18 @@ impl Pool {
             .await
             .map_err(|err| err.to_string())?;
         let status = response.status().as_u16();
+        let index = response
+            .headers()
+            .get("x-nomad-index")
+            .and_then(|value| value.to_str().ok()?.parse().ok())
+            .unwrap_or(0);
         let body = response
             .into_body()
             .collect()
             .await
             .map_err(|err| err.to_string())?
             .to_bytes();
-        Ok((status, body))
+        Ok((status, index, body))
     }
 
     async fn expect_ok(
@@ -285,6 +327,13 @@ async fn run(args: Args) -> Result<(), String> {
         })
     };
 
+    if args.mode == "churn" {
+        let result = churn(&args, &pool, &ids, deadline).await;
+        stop.store(true, Ordering::Relaxed);
+        heartbeats.abort();
+        return result;
+    }
+
     // Jobs: `conns` registrations in flight at any moment (a queue, not lock-step chunks).
     let started = Instant::now();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -352,6 +401,190 @@ async fn run(args: Args) -> Result<(), String> {
     );
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
+    Ok(())
+}
+
+fn batch_job_body(index: usize) -> Value {
+    json!({
+        "Job": {
+            "ID": format!("churn-{index}"),
+            "Name": format!("churn-{index}"),
+            "Type": "batch",
+            "Datacenters": ["dc1"],
+            // Simulated nodes only (cairn dev's own client would run the task for real).
+            "Constraints": [{
+                "LTarget": "${attr.unique.hostname}",
+                "RTarget": "^sim-",
+                "Operand": "regexp"
+            }],
+            "TaskGroups": [{
+                "Name": "work",
+                "Count": 1,
+                "Tasks": [{
+                    "Name": "work",
+                    "Driver": "raw_exec",
+                    "Config": {"command": "/bin/true"},
+                    "Resources": {"CPU": 20, "MemoryMB": 16}
+                }]
+            }]
+        }
+    })
+}
+
+/// VmRSS of a process, in kB (0 if unreadable).
+fn rss_kb(pid: Option<u32>) -> u64 {
+    let Some(pid) = pid else { return 0 };
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes of every file under `dir` (0 without one).
+fn dir_bytes(dir: Option<&std::path::Path>) -> u64 {
+    fn walk(dir: &std::path::Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|entry| match entry.metadata() {
+                Ok(meta) if meta.is_dir() => walk(&entry.path()),
+                Ok(meta) => meta.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    }
+    dir.map_or(0, walk)
+}
+
+/// One churn job: registered, placed, reported complete by its node.
+async fn churn_one(pool: &Pool, slot: usize, index: usize, nodes: &[String]) -> Result<(), String> {
+    let job_id = format!("churn-{index}");
+    let registered = pool
+        .expect_ok(slot, Method::PUT, "/v1/jobs", Some(&batch_job_body(index)))
+        .await?;
+    // Blocking queries on the job's allocations from the registration's index until placed.
+    let mut wait_index = registered["EvalCreateIndex"].as_u64().unwrap_or(0);
+    let alloc = loop {
+        let path = format!("/v1/job/{job_id}/allocations?index={wait_index}&wait=5s");
+        let (status, index, body) = pool
+            .request_indexed(slot, Method::GET, &path, None, &pool.token)
+            .await?;
+        if status != 200 {
+            return Err(format!("GET {path}: {status}"));
+        }
+        let allocs: Value = serde_json::from_slice(&body).map_err(|err| err.to_string())?;
+        if let Some(alloc) = allocs.as_array().and_then(|list| list.first()) {
+            break alloc.clone();
+        }
+        if index <= wait_index {
+            // An index that does not move would spin: wait a little instead.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        wait_index = wait_index.max(index);
+    };
+    let alloc_id = alloc["ID"].as_str().unwrap_or_default().to_owned();
+    let node_id = alloc["NodeID"].as_str().unwrap_or_default().to_owned();
+    if !nodes.contains(&node_id) {
+        return Err(format!(
+            "{job_id} placed on {node_id}, not a simulated node"
+        ));
+    }
+    let update = json!({"Allocs": [{
+        "ID": alloc_id,
+        "NodeID": node_id,
+        "ClientStatus": "complete",
+        "TaskStates": {"work": {"State": "dead", "Failed": false}}
+    }]});
+    pool.expect_ok_as(
+        slot,
+        Method::PUT,
+        "/v1/internal/allocations",
+        Some(&update),
+        &secret_of(&node_id),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn churn(
+    args: &Args,
+    pool: &Arc<Pool>,
+    nodes: &[String],
+    deadline: Instant,
+) -> Result<(), String> {
+    let nodes: Arc<Vec<String>> = Arc::new(nodes.to_vec());
+    let data_dir = args.data_dir.as_deref();
+    let mut done = 0;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "CHURN jobs=0 rss_kb={} store_bytes={}",
+        rss_kb(args.pid),
+        dir_bytes(data_dir)
+    );
+    drop(out);
+    while done < args.churn_jobs {
+        let stretch = args.gc_every.max(1).min(args.churn_jobs - done);
+        let started = Instant::now();
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(done));
+        let end = done + stretch;
+        let mut set = tokio::task::JoinSet::new();
+        for slot in 0..args.conns.max(1) {
+            let pool = Arc::clone(pool);
+            let next = Arc::clone(&next);
+            let nodes = Arc::clone(&nodes);
+            set.spawn(async move {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= end {
+                        return Ok::<_, String>(());
+                    }
+                    churn_one(&pool, slot, index, &nodes).await?;
+                }
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            joined.map_err(|err| err.to_string())??;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        done = end;
+        let (rss_before, store_before) = (rss_kb(args.pid), dir_bytes(data_dir));
+        let gc_started = Instant::now();
+        let (status, body) = pool
+            .request_as(0, Method::PUT, "/v1/system/gc", None, &pool.token)
+            .await?;
+        if status != 200 {
+            return Err(format!(
+                "PUT /v1/system/gc: {status} {}",
+                String::from_utf8_lossy(&body)
+            ));
+        }
+        let gc_seconds = gc_started.elapsed().as_secs_f64();
+        let jobs_left = pool
+            .expect_ok(0, Method::GET, "/v1/jobs?prefix=churn-", None)
+            .await?
+            .as_array()
+            .map_or(0, Vec::len);
+        let line = format!(
+            "CHURN jobs={done} jobs_per_s={:.0} rss_kb_before_gc={rss_before} store_bytes_before_gc={store_before} gc_seconds={gc_seconds:.3} rss_kb={} store_bytes={} jobs_listed={jobs_left}",
+            stretch as f64 / seconds,
+            rss_kb(args.pid),
+            dir_bytes(data_dir)
+        );
+        eprintln!("nodesim: {line}");
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {done} churn jobs"));
+        }
+    }
     Ok(())
 }
 
