@@ -55,10 +55,35 @@ pub(crate) const HOLD: Duration = Duration::from_secs(5);
 /// How long connecting to the leader may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The HTTP client requests are forwarded with: it keeps connections to the leader open
+/// between requests (and retries a request a pooled connection closed before sending it).
+type Client =
+    hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Body>;
+
 /// The layer `routes.rs` wraps the routes in.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ForwardLayer {
-    pub(crate) state: State,
+    state: State,
+    client: Client,
+}
+
+impl std::fmt::Debug for ForwardLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForwardLayer").finish_non_exhaustive()
+    }
+}
+
+impl ForwardLayer {
+    pub(crate) fn new(state: State) -> ForwardLayer {
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build(connector);
+        ForwardLayer { state, client }
+    }
 }
 
 impl<S> Layer<S> for ForwardLayer {
@@ -68,14 +93,22 @@ impl<S> Layer<S> for ForwardLayer {
         Forward {
             inner,
             state: self.state.clone(),
+            client: self.client.clone(),
         }
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Forward<S> {
     inner: S,
     state: State,
+    client: Client,
+}
+
+impl<S> std::fmt::Debug for Forward<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward").finish_non_exhaustive()
+    }
 }
 
 /// Whether a request must be served by the leader.
@@ -115,6 +148,7 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let state = self.state.clone();
+        let client = self.client.clone();
         if !needs_leader(request.method(), request.uri().path()) {
             // Answered here, from the followed snapshot: say how current it is.
             let answer = inner.call(request);
@@ -125,7 +159,7 @@ where
             }));
         }
         Either::Right(Box::pin(async move {
-            Ok(to_leader(&state, &mut inner, request).await)
+            Ok(to_leader(&state, &client, &mut inner, request).await)
         }))
     }
 }
@@ -154,7 +188,7 @@ fn stamp_leader_headers(state: &State, response: &mut Response) {
 
 /// Sends `request` to the leader (or serves it here if this server starts leading while it
 /// waits for one).
-async fn to_leader<S>(state: &State, inner: &mut S, request: Request) -> Response
+async fn to_leader<S>(state: &State, client: &Client, inner: &mut S, request: Request) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
@@ -183,7 +217,7 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let write = request.method() != Method::GET && request.method() != Method::HEAD;
-    match send(&leader, request).await {
+    match send(client, &leader, request).await {
         Ok(response) => {
             if write && response.status().is_success() {
                 state.store().wait_caught_up(HOLD).await;
@@ -207,10 +241,10 @@ where
     }
 }
 
-/// Sends one request to `leader` (a base URL) on a connection of its own and returns the
-/// answer with its body streaming; a `101 Switching Protocols` answer splices the two
-/// upgraded connections together.
-async fn send(leader: &str, mut request: Request) -> Result<Response, String> {
+/// Sends one request to `leader` (a base URL) and returns the answer with its body
+/// streaming; a `101 Switching Protocols` answer splices the two upgraded connections
+/// together.
+async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Response, String> {
     let base: Uri = leader
         .parse()
         .map_err(|err| format!("bad leader URL {leader:?}: {err}"))?;
@@ -223,32 +257,15 @@ async fn send(leader: &str, mut request: Request) -> Result<Response, String> {
         .authority()
         .ok_or_else(|| format!("bad leader URL {leader:?}: no host"))?
         .clone();
-    let stream = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        tokio::net::TcpStream::connect(authority.as_str()),
-    )
-    .await
-    .map_err(|_| format!("connecting to {authority} timed out"))?
-    .map_err(|err| format!("connecting to {authority}: {err}"))?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|err| format!("talking to {authority}: {err}"))?;
-    tokio::spawn(async move {
-        if let Err(err) = connection.with_upgrades().await {
-            tracing::debug!(error = %err, "forwarding connection ended");
-        }
-    });
-
     let upgrade = request
         .headers()
         .contains_key(header::UPGRADE)
         .then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
-    parts.uri = parts.uri.path_and_query().map_or_else(
-        || Uri::from_static("/"),
-        |path| Uri::try_from(path.as_str()).unwrap_or_else(|_| Uri::from_static("/")),
-    );
+    let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
+    parts.uri = format!("http://{authority}{path}")
+        .parse()
+        .map_err(|err| format!("forwarding {path}: {err}"))?;
     parts.version = http::Version::HTTP_11;
     parts.extensions = http::Extensions::new();
     if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
@@ -261,8 +278,8 @@ async fn send(leader: &str, mut request: Request) -> Result<Response, String> {
         parts.headers.remove(header::CONNECTION);
         parts.headers.remove("keep-alive");
     }
-    let mut response = sender
-        .send_request(http::Request::from_parts(parts, body))
+    let mut response = client
+        .request(http::Request::from_parts(parts, body))
         .await
         .map_err(|err| format!("forwarding to {authority}: {err}"))?;
 

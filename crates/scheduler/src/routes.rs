@@ -183,7 +183,7 @@ pub fn router(state: State) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone())
         // On a server that does not lead, writes go to the leader (forward.rs).
-        .layer(ForwardLayer { state });
+        .layer(ForwardLayer::new(state));
     http_kit::header_aliases(routes, HEADER_ALIASES)
 }
 
