@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use storage::Op;
 
+use super::record::encode;
 use super::{Snapshot, keys};
 use crate::Error;
 use crate::structs::{Allocation, Evaluation, Job, JobKey, JobSubmission, Node};
@@ -30,10 +31,6 @@ pub(crate) struct Checkpoint {
     ops: usize,
     pending_evals: usize,
     capacity_changed: bool,
-}
-
-fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec(value).map_err(|err| Error::Internal(format!("encoding a record: {err}")))
 }
 
 impl Draft {

@@ -33,6 +33,7 @@ mod fsm;
 mod gc;
 mod keys;
 mod load;
+mod record;
 mod snapshot;
 #[cfg(test)]
 mod tests;
