@@ -8,6 +8,15 @@ listener binds 127.0.0.1:0; the real addresses and the root token are read from
 the banner cairn prints on stdout, up to its line `ready` (the environment
 lines after it are kept in `banner`). On teardown cairn gets SIGTERM and must
 exit 0: an unclean shutdown fails the run.
+
+CAIRN_CONFORMANCE_TARGET=cluster (default `dev`) runs the scenarios against a cluster instead:
+three etcd members and three `cairn server`s started by cluster.py, every client pointed at a
+server that does not lead (a follower), with one scheduler client agent polling it. Only the
+files in CLUSTER_SUITES run then; every other file is named in CLUSTER_LEFT_OUT with the
+reason, and single scenarios in CLUSTER_LEFT_OUT_SCENARIOS: nothing is left out silently (a
+test file in neither list fails the collection). `cairn` is then the cluster (its `urls` the
+follower's, `root_token` the token cluster.py made manage the secrets store, the registry and
+the scheduler, `platform_token` the platform administrator's); `cairn_open` is not available.
 """
 
 from __future__ import annotations
@@ -43,6 +52,43 @@ for _name in list(os.environ):
 # Loopback never goes through a proxy (requests and httpx both honour *_proxy).
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
+TARGET = os.environ.get("CAIRN_CONFORMANCE_TARGET", "dev")
+if TARGET not in ("dev", "cluster"):
+    raise SystemExit(f"CAIRN_CONFORMANCE_TARGET must be dev or cluster, not {TARGET!r}")
+
+# Cluster mode: the files that run through a follower (the registry, secrets kv, the
+# scheduler with a client agent, the platform), and why every other file does not.
+CLUSTER_SUITES = (
+    "test_registry.py",
+    "test_secrets.py",
+    "test_secrets_kv2.py",
+    "test_secrets_database.py",
+    "test_secrets_wrapping.py",
+    "test_secrets_pki.py",
+    "test_secrets_ssh.py",
+    "test_secrets_mfa.py",
+    "test_secrets_ad.py",
+    "test_secrets_snapshots.py",
+    "test_scheduler.py",
+    "test_scheduler_alloc_ops.py",
+    "test_scheduler_client_extras.py",
+    "test_scheduler_runtime.py",
+    "test_platform.py",
+    "test_platform_admin.py",
+    "test_platform_registry.py",
+)
+CLUSTER_LEFT_OUT = {
+    "test_dev_defaults.py": "about `cairn dev` itself (its banner, --env lines, open ACLs)",
+    "test_smoke.py": "about `cairn dev` itself (startup, banner, data dir)",
+    "test_metrics.py": "per-process metrics of one `cairn dev`, not cluster behaviour",
+    "test_registry_bootstrap.py": "needs a registry with ACLs not yet bootstrapped (`cairn_open`)",
+}
+# Single scenarios of CLUSTER_SUITES that cannot pass through a follower (node id: why).
+CLUSTER_LEFT_OUT_SCENARIOS: dict[str, str] = {
+    "test_secrets.py::test_health_and_seal_status": "sys/health on a standby answers 429, "
+    "as Vault's standbys do (hvac then returns the response, the scenario expects the active 200)",
+}
+
 _SERVICE_LINE = re.compile(r"^\s*(secrets|registry|scheduler|platform)\s+(https?://\S+)\s*$")
 _DATA_DIR_LINE = re.compile(r"^\s*data dir\s+(.+?)(\s+\(removed on exit\))?\s*$")
 _TOKEN_LINE = re.compile(r"^\s*root token\s+(\S+)\s*$")
@@ -67,6 +113,11 @@ class Cairn:
         assert parts.hostname and parts.port, self.urls[service]
         return parts.hostname, parts.port
 
+    @property
+    def platform_token(self) -> str:
+        """The platform's site administrator token: the root token in `cairn dev`."""
+        return self.root_token
+
     def output(self) -> str:
         """Everything cairn printed so far, stdout then stderr, for failure messages."""
         try:
@@ -87,16 +138,67 @@ def _cairn_bin() -> Path:
     return path
 
 
+def pytest_collection_modifyitems(config, items):
+    """Cluster mode: keep CLUSTER_SUITES' scenarios, deselect the rest by the lists."""
+    if TARGET != "cluster":
+        return
+    files = {Path(str(item.fspath)).name for item in items}
+    unlisted = sorted(f for f in files if f not in CLUSTER_SUITES and f not in CLUSTER_LEFT_OUT)
+    if unlisted:
+        raise pytest.UsageError(
+            f"conftest.py: {', '.join(unlisted)} in neither CLUSTER_SUITES nor CLUSTER_LEFT_OUT"
+        )
+    keep, drop = [], []
+    for item in items:
+        name = Path(str(item.fspath)).name
+        if name in CLUSTER_SUITES and item.nodeid not in CLUSTER_LEFT_OUT_SCENARIOS:
+            keep.append(item)
+        else:
+            drop.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_report_header(config):
+    if TARGET == "cluster":
+        return [
+            "target: cluster (3 etcd members, 3 cairn servers, clients on a follower)",
+            "cluster suites: " + ", ".join(CLUSTER_SUITES),
+            "left out: " + "; ".join(f"{f}: {why}" for f, why in CLUSTER_LEFT_OUT.items()),
+        ] + [f"left out scenario {n}: {why}" for n, why in CLUSTER_LEFT_OUT_SCENARIOS.items()]
+    return None
+
+
 @pytest.fixture(scope="session")
 def cairn(tmp_path_factory: pytest.TempPathFactory):
-    """`cairn dev --acl`: tokens required everywhere, the root token manages all."""
+    """`cairn dev --acl`: tokens required everywhere, the root token manages all (in cluster
+    mode: the cluster, through a follower)."""
+    if TARGET == "cluster":
+        yield from _run_cluster(tmp_path_factory)
+        return
     yield from _run_cairn(tmp_path_factory, ["--acl"])
 
 
 @pytest.fixture(scope="session")
 def cairn_open(tmp_path_factory: pytest.TempPathFactory):
     """Plain `cairn dev`: the registry and the scheduler need no token."""
+    if TARGET == "cluster":
+        pytest.fail("cairn_open is not available in cluster mode (see CLUSTER_LEFT_OUT)", pytrace=False)
     yield from _run_cairn(tmp_path_factory, [])
+
+
+def _run_cluster(tmp_path_factory: pytest.TempPathFactory):
+    import cluster as launcher
+
+    try:
+        running = launcher.start(str(_cairn_bin()), tmp_path_factory.mktemp("cluster"))
+    except RuntimeError as err:
+        pytest.fail(str(err), pytrace=False)
+    yield running
+    problems = running.stop()
+    if problems:
+        pytest.fail("cluster teardown: " + "; ".join(problems), pytrace=False)
 
 
 def _run_cairn(tmp_path_factory: pytest.TempPathFactory, extra_args: list[str]):
@@ -257,7 +359,7 @@ def tfe(cairn: Cairn):
     from pytfe import TFEClient, TFEConfig
 
     client = TFEClient(
-        TFEConfig(address=cairn.urls["platform"], token=cairn.root_token, timeout=10, max_retries=3, ca_bundle=None)
+        TFEConfig(address=cairn.urls["platform"], token=cairn.platform_token, timeout=10, max_retries=3, ca_bundle=None)
     )
     yield client
     client.close()

@@ -182,7 +182,7 @@ def test_registry_module_detail_and_download_match_the_tarball(tfe, org, cairn):
 
     # The registry protocol's download: 204 + X-Terraform-Get, fetched with no bearer.
     base = cairn.urls["platform"]
-    headers = {"Authorization": f"Bearer {cairn.root_token}"}
+    headers = {"Authorization": f"Bearer {cairn.platform_token}"}
     answer = httpx.get(f"{base}/api/registry/v1/modules/{org}/vpc/aws/1.0.0/download", headers=headers)
     assert answer.status_code == 204
     location = answer.headers["X-Terraform-Get"]
