@@ -15,6 +15,10 @@
 //! serves ([`Leadership::peers`]), which the services' status endpoints report (Consul's
 //! `/v1/status/leader`, Vault's `sys/leader`, `sys/ha-status`, `sys/health`'s standby code).
 //!
+//! Preference: an elected leadership may be asked to step down ([`Leadership::step_down`]) and
+//! told whether this server is fit to lead ([`Leadership::set_fit`]: the secrets store unsealed);
+//! an unfit server leads only while no fit one serves.
+//!
 //! Where it sits: below the service crates and `cairn`; it knows nothing of any service.
 //!
 //! Invariants:
@@ -113,6 +117,23 @@ pub trait Leadership: Send + Sync + fmt::Debug + 'static {
     fn peers(&self) -> Vec<ServerInfo> {
         vec![self.this_server()]
     }
+
+    /// When this server's current term of leadership began; `None` while it does not lead,
+    /// or where leadership is not elected (Vault's `active_time`).
+    fn active_since(&self) -> Option<std::time::SystemTime> {
+        None
+    }
+
+    /// Gives up leadership if this server leads, so another server takes over (Vault's
+    /// `sys/step-down`); it does not campaign again for a while unless it is alone. A no-op
+    /// where leadership is not elected.
+    fn step_down(&self) {}
+
+    /// Whether this server is fit to lead (`false` while the secrets store it hosts is
+    /// sealed). An unfit server does not campaign, and gives up leadership, while a fit
+    /// server serves; with no fit server it may lead, so the other services' leader loops
+    /// still run. Every server starts fit. A no-op where leadership is not elected.
+    fn set_fit(&self, _fit: bool) {}
 }
 
 /// The embedded store's leadership: one server, always the leader.

@@ -133,7 +133,18 @@ impl State {
         } else if state.seal().is_unsealed() {
             state.post_unseal().await?;
         }
+        state.report_fitness();
         Ok(state)
+    }
+
+    /// Tells the cluster's leadership whether this server is fit to lead: only while its
+    /// store is unsealed (an unsealed server leads whenever one serves, so the lease expiry
+    /// and token tidy loops run; see docs/running-several-servers.md). Called after every
+    /// seal and unseal.
+    pub(crate) fn report_fitness(&self) {
+        if let Some(cluster) = &self.config().cluster {
+            cluster.set_fit(self.seal().is_unsealed());
+        }
     }
 
     /// Everything that must happen once the barrier is open: load mounts, policies, tokens

@@ -252,6 +252,7 @@ impl Seal {
             return Err(err);
         }
         self.barrier.set_serving(serve);
+        state.report_fitness();
         Ok(())
     }
 
@@ -350,6 +351,7 @@ impl Seal {
             self.barrier.seal();
             *self.config.write().unwrap_or_else(PoisonError::into_inner) = None;
             self.reset_progress();
+            state.report_fitness();
             return Ok(());
         }
         let reloaded = async {
@@ -360,6 +362,7 @@ impl Seal {
         if let Err(err) = reloaded {
             state.pre_seal().await;
             self.barrier.seal();
+            state.report_fitness();
             return Err(err);
         }
         self.barrier.set_serving(true);
@@ -374,6 +377,7 @@ impl Seal {
         state.pre_seal().await;
         self.barrier.seal();
         self.reset_progress();
+        state.report_fitness();
     }
 }
 

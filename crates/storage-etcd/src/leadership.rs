@@ -13,6 +13,14 @@
 //! that prefix; the campaign remembers the leader key's value (the leader's id): together they
 //! answer `leader()` and `peers()`.
 //!
+//! Preference (Vault's step-down and a sealed server's standing): the services tell the
+//! campaign whether this server is fit to lead ([`cluster::Leadership::set_fit`], recorded in
+//! its membership record) and may ask it to step down. A server that is not fit does not
+//! campaign while a fit server is a member, and a leader that is not fit deletes the leader key
+//! (its lease and membership stay) as soon as a fit member appears; a server that stepped down
+//! does not campaign for [`STEP_DOWN_PAUSE`] unless it is the only member. These checks run on
+//! every watch event and every [`RECHECK`].
+//!
 //! Invariants:
 //! - `leader()` names another server only as the leader key's last value this server saw, and
 //!   names this server only while it leads; `peers()` always includes this server;
@@ -25,10 +33,10 @@
 //!   takes over when the lease expires); [`EtcdLeadership::resign`] revokes for a handover
 //!   without waiting.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use cluster::ServerInfo;
 use etcd_client::{
@@ -39,6 +47,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+/// How long a server that stepped down keeps out of the campaign while another member could
+/// lead (Vault's `manualStepDownSleepPeriod`).
+pub(crate) const STEP_DOWN_PAUSE: Duration = Duration::from_secs(10);
+
+/// How often the campaign re-checks fitness and the members (no store traffic unless the key
+/// is vacant and this server may campaign).
+const RECHECK: Duration = Duration::from_millis(250);
 
 /// How leadership is elected.
 #[derive(Debug, Clone)]
@@ -92,14 +108,22 @@ struct MemberRecord {
     hostname: String,
     #[serde(default)]
     urls: BTreeMap<String, String>,
+    /// Whether the server is fit to lead (absent in older records: fit).
+    #[serde(default = "fit_by_default")]
+    fit: bool,
+}
+
+fn fit_by_default() -> bool {
+    true
 }
 
 impl MemberRecord {
-    fn from_server(server: &ServerInfo) -> MemberRecord {
+    fn from_server(server: &ServerInfo, fit: bool) -> MemberRecord {
         MemberRecord {
             id: server.id.clone(),
             hostname: server.hostname.clone(),
             urls: server.urls.clone(),
+            fit,
         }
     }
 
@@ -117,6 +141,19 @@ impl MemberRecord {
 struct View {
     leader_id: Option<String>,
     members: BTreeMap<String, ServerInfo>,
+    /// Members whose record says they are not fit to lead.
+    unfit: BTreeSet<String>,
+}
+
+/// What the services ask of the campaign, and what it tells them back.
+#[derive(Debug)]
+struct Control {
+    /// Whether this server is fit to lead.
+    fit: watch::Sender<bool>,
+    /// A step-down request.
+    step_down: tokio::sync::Notify,
+    /// When the current term of leadership began (while leading).
+    active_since: Mutex<Option<SystemTime>>,
 }
 
 type SharedView = Arc<Mutex<View>>;
@@ -134,6 +171,7 @@ pub struct EtcdLeadership {
     id: String,
     server: ServerInfo,
     view: SharedView,
+    control: Arc<Control>,
 }
 
 impl fmt::Debug for EtcdLeadership {
@@ -189,6 +227,29 @@ impl cluster::Leadership for EtcdLeadership {
         members.insert(self.id.clone(), self.server.clone());
         members.into_values().collect()
     }
+
+    fn active_since(&self) -> Option<SystemTime> {
+        if !self.is_leader() {
+            return None;
+        }
+        *self
+            .control
+            .active_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn step_down(&self) {
+        self.control.step_down.notify_one();
+    }
+
+    fn set_fit(&self, fit: bool) {
+        self.control.fit.send_if_modified(|now| {
+            let changed = *now != fit;
+            *now = fit;
+            changed
+        });
+    }
 }
 
 impl Drop for EtcdLeadership {
@@ -204,6 +265,11 @@ impl EtcdLeadership {
         let stop = CancellationToken::new();
         let lease = Arc::new(Mutex::new(None));
         let view = SharedView::default();
+        let control = Arc::new(Control {
+            fit: watch::Sender::new(true),
+            step_down: tokio::sync::Notify::new(),
+            active_since: Mutex::new(None),
+        });
         let campaign = Campaign {
             client: client.clone(),
             options: options.clone(),
@@ -211,6 +277,8 @@ impl EtcdLeadership {
             stop: stop.clone(),
             lease: lease.clone(),
             view: view.clone(),
+            control: control.clone(),
+            hold_until: Mutex::new(None),
         };
         tokio::spawn(campaign.run());
         tokio::spawn(follow_members(
@@ -227,6 +295,7 @@ impl EtcdLeadership {
             id: options.id,
             server: options.server,
             view,
+            control,
         }
     }
 
@@ -278,6 +347,9 @@ struct Campaign {
     stop: CancellationToken,
     lease: Arc<Mutex<Option<i64>>>,
     view: SharedView,
+    control: Arc<Control>,
+    /// After a step-down: no campaign before this instant while another member serves.
+    hold_until: Mutex<Option<Instant>>,
 }
 
 impl Campaign {
@@ -289,6 +361,7 @@ impl Campaign {
             match self.term().await {
                 TermEnd::Stopped => break,
                 TermEnd::Lost(why) => {
+                    self.set_active_since(None);
                     if self.leading.send_replace(false) {
                         tracing::warn!(reason = %why, "leadership lost");
                     } else {
@@ -313,6 +386,79 @@ impl Campaign {
         lock(&self.view).leader_id = id;
     }
 
+    fn set_active_since(&self, at: Option<SystemTime>) {
+        *self
+            .control
+            .active_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = at;
+    }
+
+    /// Whether another member serves, and whether one of them is fit to lead.
+    fn others(&self) -> (bool, bool) {
+        let view = lock(&self.view);
+        let mut any = false;
+        let mut fit = false;
+        for id in view.members.keys().filter(|id| **id != self.options.id) {
+            any = true;
+            fit |= !view.unfit.contains(id);
+        }
+        (any, fit)
+    }
+
+    /// Whether this server may campaign now (see the module docs' preference).
+    fn may_campaign(&self) -> bool {
+        let (others, other_fit) = self.others();
+        let held = self
+            .hold_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|until| Instant::now() < until);
+        if held && others {
+            return false;
+        }
+        *self.control.fit.borrow() || !other_fit
+    }
+
+    /// Whether this server, leading, should hand over: it is not fit and a fit member serves.
+    fn should_step_aside(&self) -> bool {
+        !*self.control.fit.borrow() && self.others().1
+    }
+
+    /// Gives up the leader key if it is still under `lease` (the lease, and this server's
+    /// membership record, stay).
+    async fn step_aside(&self, lease: i64) -> Result<(), String> {
+        let key = self.options.key.clone();
+        let txn = Txn::new()
+            .when([Compare::lease(key.clone(), CompareOp::Equal, lease)])
+            .and_then([TxnOp::delete(key, None)]);
+        self.client
+            .kv_client()
+            .txn(txn)
+            .await
+            .map(drop)
+            .map_err(|err| format!("stepping down: {err}"))
+    }
+
+    /// Puts this server's membership record (with its fitness) under `lease`.
+    async fn advertise(&self, lease: i64) -> Result<(), String> {
+        let mut member_key = self.options.members.clone();
+        member_key.extend_from_slice(self.options.id.as_bytes());
+        let fit = *self.control.fit.borrow();
+        let record = serde_json::to_vec(&MemberRecord::from_server(&self.options.server, fit))
+            .map_err(|err| format!("encoding the membership record: {err}"))?;
+        self.client
+            .kv_client()
+            .put(
+                member_key,
+                record,
+                Some(PutOptions::new().with_lease(lease)),
+            )
+            .await
+            .map(drop)
+            .map_err(|err| format!("advertising this server: {err}"))
+    }
+
     fn set_lease(&self, id: Option<i64>) {
         if let Ok(mut lease) = self.lease.lock() {
             *lease = id;
@@ -334,24 +480,13 @@ impl Campaign {
             Err(err) => return TermEnd::Lost(format!("keeping the lease alive: {err}")),
         };
         // This server's membership record lives as long as the term's lease.
-        let mut member_key = self.options.members.clone();
-        member_key.extend_from_slice(self.options.id.as_bytes());
-        let record = match serde_json::to_vec(&MemberRecord::from_server(&self.options.server)) {
-            Ok(record) => record,
-            Err(err) => return TermEnd::Lost(format!("encoding the membership record: {err}")),
-        };
-        if let Err(err) = self
-            .client
-            .kv_client()
-            .put(
-                member_key,
-                record,
-                Some(PutOptions::new().with_lease(lease)),
-            )
-            .await
-        {
-            return TermEnd::Lost(format!("advertising this server: {err}"));
+        let mut fitness = self.control.fit.subscribe();
+        fitness.mark_unchanged();
+        if let Err(err) = self.advertise(lease).await {
+            return TermEnd::Lost(err);
         }
+        let mut recheck = tokio::time::interval(RECHECK);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let margin = ttl * 2 / 3;
         let mut deadline = granted_at + margin;
         let mut sent_at = Instant::now();
@@ -362,15 +497,21 @@ impl Campaign {
         let key = self.options.key.clone();
         let mut leading = false;
         loop {
-            // Campaign (or confirm the key is ours) and watch the key from there.
-            let campaign = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(
-                    key.clone(),
-                    self.options.id.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                )])
-                .or_else([TxnOp::get(key.clone(), None)]);
+            // Campaign (or confirm the key is ours) and watch the key from there; a server
+            // that should hold back only reads the key.
+            let campaigning = leading || self.may_campaign();
+            let campaign = if campaigning {
+                Txn::new()
+                    .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                    .and_then([TxnOp::put(
+                        key.clone(),
+                        self.options.id.clone(),
+                        Some(PutOptions::new().with_lease(lease)),
+                    )])
+                    .or_else([TxnOp::get(key.clone(), None)])
+            } else {
+                Txn::new().and_then([TxnOp::get(key.clone(), None)])
+            };
             let response = match self.client.kv_client().txn(campaign).await {
                 Ok(response) => response,
                 Err(err) => return TermEnd::Lost(format!("campaigning: {err}")),
@@ -384,14 +525,16 @@ impl Campaign {
                 _ => None,
             });
             let holder_lease = holder.as_ref().map(|(lease, _)| *lease);
-            if response.succeeded() {
+            let won = campaigning && response.succeeded();
+            if won {
                 self.set_leader_id(Some(self.options.id.clone()));
             } else {
                 self.set_leader_id(holder.map(|(_, id)| id));
             }
-            let ours = response.succeeded() || holder_lease == Some(lease);
+            let ours = won || holder_lease == Some(lease);
             if ours && !leading {
                 leading = true;
+                self.set_active_since(Some(SystemTime::now()));
                 self.leading.send_replace(true);
                 tracing::info!(id = %self.options.id, "this server leads");
             } else if !ours && leading {
@@ -428,6 +571,50 @@ impl Campaign {
                         Ok(None) => return TermEnd::Lost("the keep-alive stream ended".to_owned()),
                         Err(err) => return TermEnd::Lost(format!("keep-alive: {err}")),
                     },
+                    () = self.control.step_down.notified() => {
+                        if leading {
+                            *self
+                                .hold_until
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner) =
+                                Some(Instant::now() + STEP_DOWN_PAUSE);
+                            tracing::info!(id = %self.options.id, "stepping down on request");
+                            if let Err(err) = self.step_aside(lease).await {
+                                return TermEnd::Lost(err);
+                            }
+                            leading = false;
+                            self.set_active_since(None);
+                            self.leading.send_replace(false);
+                        }
+                    }
+                    changed = fitness.changed() => {
+                        if changed.is_err() {
+                            return TermEnd::Stopped;
+                        }
+                        if let Err(err) = self.advertise(lease).await {
+                            return TermEnd::Lost(err);
+                        }
+                        recheck.reset_immediately();
+                    }
+                    _ = recheck.tick() => {
+                        if leading && self.should_step_aside() {
+                            tracing::info!(
+                                id = %self.options.id,
+                                "not fit to lead while a fit server serves: stepping down"
+                            );
+                            if let Err(err) = self.step_aside(lease).await {
+                                return TermEnd::Lost(err);
+                            }
+                            leading = false;
+                            self.set_active_since(None);
+                            self.leading.send_replace(false);
+                        } else if !leading
+                            && lock(&self.view).leader_id.is_none()
+                            && self.may_campaign()
+                        {
+                            break; // the key is vacant and this server may take it
+                        }
+                    }
                     _ = tick.tick() => {
                         sent_at = Instant::now();
                         unacked.get_or_insert(sent_at);
@@ -480,7 +667,7 @@ async fn follow_members(
     let decode = |value: &[u8]| {
         serde_json::from_slice::<MemberRecord>(value)
             .ok()
-            .map(MemberRecord::into_server)
+            .map(|record| (record.fit, record.into_server()))
     };
     let id_of = |key: &[u8]| {
         key.strip_prefix(prefix.as_slice())
@@ -495,12 +682,20 @@ async fn follow_members(
                 .map_err(|err| format!("listing the members: {err}"))?;
             let at = listed.header().map_or(0, |header| header.revision());
             let mut members = BTreeMap::new();
+            let mut unfit = BTreeSet::new();
             for kv in listed.kvs() {
-                if let (Some(id), Some(server)) = (id_of(kv.key()), decode(kv.value())) {
+                if let (Some(id), Some((fit, server))) = (id_of(kv.key()), decode(kv.value())) {
+                    if !fit {
+                        unfit.insert(id.clone());
+                    }
                     members.insert(id, server);
                 }
             }
-            lock(&view).members = members;
+            {
+                let mut view = lock(&view);
+                view.members = members;
+                view.unfit = unfit;
+            }
             let mut watcher = client
                 .watch_client()
                 .watch(
@@ -531,9 +726,15 @@ async fn follow_members(
                     match event.event_type() {
                         EventType::Delete => {
                             view.members.remove(&id);
+                            view.unfit.remove(&id);
                         }
                         EventType::Put => {
-                            if let Some(server) = decode(kv.value()) {
+                            if let Some((fit, server)) = decode(kv.value()) {
+                                if fit {
+                                    view.unfit.remove(&id);
+                                } else {
+                                    view.unfit.insert(id.clone());
+                                }
                                 view.members.insert(id, server);
                             }
                         }

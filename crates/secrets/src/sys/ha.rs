@@ -10,6 +10,9 @@
 //! cairn has no separate cluster port: `leader_cluster_address` and each node's
 //! `cluster_address` are its API address.
 //!
+//! `active_time` is when the active node's current term of leadership began (RFC 3339); a
+//! standby, and a node without HA, report Vault's zero time.
+//!
 //! Invariant: a sealed node answers `sys/leader` with 503 (`Vault is sealed`), as Vault does;
 //! an unknown leader is `""`, never a guess.
 
@@ -28,13 +31,20 @@ const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 struct LeaderResponse {
     ha_enabled: bool,
     is_self: bool,
-    active_time: &'static str,
+    active_time: String,
     leader_address: String,
     leader_cluster_address: String,
     performance_standby: bool,
     performance_standby_last_remote_wal: u64,
     raft_committed_index: u64,
     raft_applied_index: u64,
+}
+
+/// `at` in RFC 3339 (UTC, milliseconds).
+fn rfc3339(at: std::time::SystemTime) -> String {
+    let since_epoch = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let millis = i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX);
+    stdx::time::format_rfc3339_millis(millis)
 }
 
 /// Whether this node is an HA standby: leadership is elected and another server holds it.
@@ -61,7 +71,7 @@ pub(crate) async fn read_leader(
     let mut body = LeaderResponse {
         ha_enabled: false,
         is_self: false,
-        active_time: ZERO_TIME,
+        active_time: ZERO_TIME.to_owned(),
         leader_address: String::new(),
         leader_cluster_address: String::new(),
         performance_standby: false,
@@ -72,6 +82,11 @@ pub(crate) async fn read_leader(
     if let Some(cluster) = state.config().cluster.as_ref().filter(|c| c.is_elected()) {
         body.ha_enabled = true;
         body.is_self = cluster.is_leader();
+        if body.is_self
+            && let Some(since) = cluster.active_since()
+        {
+            body.active_time = rfc3339(since);
+        }
         if let Some(leader) = cluster.leader() {
             let address = leader.url("secrets").unwrap_or_default().to_owned();
             body.leader_cluster_address.clone_from(&address);

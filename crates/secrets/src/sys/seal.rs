@@ -4,8 +4,10 @@
 //! - `PUT|POST sys/seal`: seals the store (`State::pre_seal`, then the barrier forgets every
 //!   key). Needs `sudo` on `sys/seal`, checked here as Vault's `SealWithRequest` does
 //!   (dispatch checks `update`; `sys/seal` is not in the root-protected list).
-//! - `PUT|POST sys/step-down`: this node is always the active one, so it is a no-op (204),
-//!   with the same `sudo` requirement.
+//! - `PUT|POST sys/step-down`: the active node gives up leadership, so another server takes
+//!   over (`cluster::Leadership::step_down`; it keeps out of the next election for 10 s unless
+//!   it is alone); 204, with the same `sudo` requirement. On a standby, or with the embedded
+//!   store (a single active node), nothing changes: 204.
 //! - `PUT|POST sys/rotate`: adds a keyring term for new writes (204); old terms still decrypt.
 //!   Root-protected (`rotate*` in dispatch's list).
 //! - `GET sys/key-status`: `{term, install_time}` of the active term (dispatch copies `data` to
@@ -34,6 +36,8 @@ pub(crate) async fn handle(
             require_sudo(ctx, &format!("sys/{path}"), req.operation, &req.data)?;
             if path == "seal" {
                 state.seal().seal(state).await;
+            } else if let Some(cluster) = &state.config().cluster {
+                cluster.step_down();
             }
             Ok(None)
         }
