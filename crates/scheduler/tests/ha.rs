@@ -30,6 +30,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// One server of the pair.
 struct Server {
     state: State,
+    storage: Arc<dyn Storage>,
     server: TestServer,
     runner: cluster::Runner,
     leadership: Arc<cluster::ManualLeadership>,
@@ -48,6 +49,11 @@ impl Server {
 
     fn addr(&self) -> String {
         self.server.addr().to_string()
+    }
+
+    /// The store both servers share.
+    fn state_storage(&self) -> Arc<dyn Storage> {
+        self.storage.clone()
     }
 }
 
@@ -183,7 +189,7 @@ impl Server {
             cluster: Some(view),
             ..Config::default()
         };
-        let state = State::open(storage, config)
+        let state = State::open(storage.clone(), config)
             .await
             .expect("open the scheduler");
         let leadership = Arc::new(cluster::ManualLeadership::new(leading));
@@ -192,6 +198,7 @@ impl Server {
         let server = TestServer::start(scheduler::router(state.clone())).await;
         Server {
             state,
+            storage,
             server,
             runner,
             leadership,
@@ -326,6 +333,20 @@ async fn a_purge_whose_versions_allocations_still_reference_removes_the_job_on_t
         let (_, jobs) = pair.get(server, "/v1/jobs").await;
         assert_eq!(jobs, json!([]));
     }
+    // A server that loads the state anew (a restart, a new leader's reload) agrees.
+    let reopened = State::open(pair.a.state_storage(), Config::default())
+        .await
+        .expect("reopen the state");
+    let router = scheduler::router(reopened);
+    let response = testkit::call(
+        &router,
+        testkit::request("GET", "/v1/job/purged")
+            .body(axum::body::Body::empty())
+            .expect("a request"),
+    )
+    .await;
+    assert_eq!(response.status.as_u16(), 404, "{}", response.text());
+
     // A stop (no purge) keeps the job, stopped, on both.
     pair.register(&pair.a, service_job("stopped", 1)).await;
     let response = pair

@@ -1,7 +1,8 @@
 //! Rebuilding the snapshot from storage at start.
 //!
 //! Invariant: the loaded snapshot equals the one the writer last published (same records, same
-//! secondary indexes, same table indexes), so a restart changes nothing a reader can see.
+//! secondary indexes, same table indexes), so a restart changes nothing a reader can see (a job
+//! purged while allocations still reference its versions included: see [`drop_purged_jobs`]).
 
 use std::sync::Arc;
 
@@ -73,5 +74,27 @@ pub(super) async fn load(storage: &dyn Storage) -> Result<Snapshot, Error> {
         snap.tables.evals = snap.tables.evals.max(eval.modify_index);
         snap.insert_eval(Arc::new(eval));
     }
+    drop_purged_jobs(&mut snap);
     Ok(snap)
+}
+
+/// A purge that leaves versions in place for the allocations that reference them writes no
+/// job record, only its deregistration evaluation (with the purge's index as its
+/// `JobModifyIndex`): a job whose latest stored version is older than such an evaluation was
+/// purged after it, and is not a job any more (its versions stay, for its allocations).
+fn drop_purged_jobs(snap: &mut Snapshot) {
+    let purged: Vec<JobKey> = snap
+        .jobs
+        .iter()
+        .filter(|(key, latest)| {
+            snap.evals_of_job(key).any(|eval| {
+                eval.triggered_by == crate::structs::TRIGGER_JOB_DEREGISTER
+                    && eval.job_modify_index > latest.modify_index
+            })
+        })
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in purged {
+        snap.jobs.remove(&key);
+    }
 }
