@@ -22,7 +22,8 @@
 //!   again (it waits briefly for its own term, else answers 500 `No cluster leader`), so a
 //!   stale view of who leads can never loop a request.
 //! - With no leader known, a request waits up to [`HOLD`] for one (Nomad's RPC hold timeout)
-//!   and then answers 500 `No cluster leader`, as Nomad.
+//!   and then answers 500 `No cluster leader`, as Nomad; a request the named leader cannot be
+//!   connected for (never sent) is sent again to whoever leads next, within the same hold.
 //! - After a forwarded write succeeds, the answer waits (at most [`HOLD`]) until this
 //!   server's snapshot holds the leader's last committed index, so a read sent here after a
 //!   write sent here sees it.
@@ -187,7 +188,9 @@ fn stamp_leader_headers(state: &State, response: &mut Response) {
 }
 
 /// Sends `request` to the leader (or serves it here if this server starts leading while it
-/// waits for one).
+/// waits for one). A request without an upgrade is read whole first, so that it can be sent
+/// again when the leader named cannot be reached (it died and the next one is not known yet):
+/// such a request waits, up to [`HOLD`], for a leader that answers.
 async fn to_leader<S>(state: &State, client: &Client, inner: &mut S, request: Request) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible>,
@@ -203,32 +206,75 @@ where
     let Some(cluster) = state.config().cluster.as_ref() else {
         return serve_here(inner, request).await;
     };
-    let deadline = tokio::time::Instant::now() + HOLD;
-    let leader = loop {
-        if role.leading() {
-            return serve_here(inner, request).await;
-        }
-        if let Some(url) = (cluster.leader_url)() {
-            break url;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Error::NoLeader.into_response();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
     let write = request.method() != Method::GET && request.method() != Method::HEAD;
-    match send(client, &leader, request).await {
-        Ok(response) => {
-            if write && response.status().is_success() {
-                state.store().wait_caught_up(HOLD).await;
+    let deadline = tokio::time::Instant::now() + HOLD;
+    if request.headers().contains_key(header::UPGRADE) {
+        // An upgrade (exec) is sent once: its connection cannot be replayed.
+        let leader = loop {
+            if role.leading() {
+                return serve_here(inner, request).await;
             }
-            response
-        }
+            if let Some(url) = (cluster.leader_url)() {
+                break url;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Error::NoLeader.into_response();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        return match send(client, &leader, request).await {
+            Ok(response) => response,
+            Err(failed) => forward_failed(&leader, failed),
+        };
+    }
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(body) => body,
         Err(err) => {
-            tracing::warn!(leader = %leader, error = %err, "cannot forward to the leader");
-            Error::Forward(err).into_response()
+            return Error::BadRequest(format!("reading the request body: {err}")).into_response();
+        }
+    };
+    loop {
+        if role.leading() {
+            return serve_here(inner, Request::from_parts(parts, Body::from(body))).await;
+        }
+        let Some(leader) = (cluster.leader_url)() else {
+            if tokio::time::Instant::now() >= deadline {
+                return Error::NoLeader.into_response();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let attempt = Request::from_parts(copy_head(&parts), Body::from(body.clone()));
+        match send(client, &leader, attempt).await {
+            Ok(response) => {
+                if write && response.status().is_success() {
+                    state.store().wait_caught_up(HOLD).await;
+                }
+                return response;
+            }
+            Err(failed) if failed.unreached && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(leader = %leader, error = %failed.message, "the leader is unreachable; waiting for one");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(failed) => return forward_failed(&leader, failed),
         }
     }
+}
+
+/// A request's method, URI, version and headers (extensions stay with the original).
+fn copy_head(parts: &http::request::Parts) -> http::request::Parts {
+    let mut head = http::Request::new(());
+    *head.method_mut() = parts.method.clone();
+    *head.uri_mut() = parts.uri.clone();
+    *head.version_mut() = parts.version;
+    *head.headers_mut() = parts.headers.clone();
+    head.into_parts().0
+}
+
+fn forward_failed(leader: &str, failed: Failed) -> Response {
+    tracing::warn!(leader = %leader, error = %failed.message, "cannot forward to the leader");
+    Error::Forward(failed.message).into_response()
 }
 
 async fn serve_here<S>(inner: &mut S, request: Request) -> Response
@@ -241,21 +287,38 @@ where
     }
 }
 
+/// Why a request could not be forwarded.
+#[derive(Debug)]
+struct Failed {
+    /// The leader could not be connected to: the request was never sent (safe to retry).
+    unreached: bool,
+    message: String,
+}
+
+impl Failed {
+    fn other(message: String) -> Failed {
+        Failed {
+            unreached: false,
+            message,
+        }
+    }
+}
+
 /// Sends one request to `leader` (a base URL) and returns the answer with its body
 /// streaming; a `101 Switching Protocols` answer splices the two upgraded connections
 /// together.
-async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Response, String> {
+async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Response, Failed> {
     let base: Uri = leader
         .parse()
-        .map_err(|err| format!("bad leader URL {leader:?}: {err}"))?;
+        .map_err(|err| Failed::other(format!("bad leader URL {leader:?}: {err}")))?;
     if base.scheme_str() != Some("http") {
-        return Err(format!(
+        return Err(Failed::other(format!(
             "forwarding to {leader}: only http:// leader URLs are supported"
-        ));
+        )));
     }
     let authority = base
         .authority()
-        .ok_or_else(|| format!("bad leader URL {leader:?}: no host"))?
+        .ok_or_else(|| Failed::other(format!("bad leader URL {leader:?}: no host")))?
         .clone();
     let upgrade = request
         .headers()
@@ -265,7 +328,7 @@ async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Res
     let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
     parts.uri = format!("http://{authority}{path}")
         .parse()
-        .map_err(|err| format!("forwarding {path}: {err}"))?;
+        .map_err(|err| Failed::other(format!("forwarding {path}: {err}")))?;
     parts.version = http::Version::HTTP_11;
     parts.extensions = http::Extensions::new();
     if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
@@ -281,7 +344,10 @@ async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Res
     let mut response = client
         .request(http::Request::from_parts(parts, body))
         .await
-        .map_err(|err| format!("forwarding to {authority}: {err}"))?;
+        .map_err(|err| Failed {
+            unreached: err.is_connect(),
+            message: format!("forwarding to {authority}: {err}"),
+        })?;
 
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
         && let Some(caller) = upgrade

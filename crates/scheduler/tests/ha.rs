@@ -361,6 +361,33 @@ async fn a_purge_whose_versions_allocations_still_reference_removes_the_job_on_t
 }
 
 #[tokio::test]
+async fn a_write_through_the_follower_waits_out_an_unreachable_leader_and_reaches_the_next() {
+    let pair = Pair::start().await;
+    // The membership still names a leader that is gone (nothing listens at its address).
+    let gone = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        format!("http://{}", listener.local_addr().expect("an address"))
+    };
+    *pair.leader.lock().expect("leader") = Some(gone);
+    let named = {
+        let leader = pair.leader.clone();
+        let next = pair.a.url("");
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            *leader.lock().expect("leader") = Some(next);
+        })
+    };
+    let answer = pair.register(&pair.b, service_job("patient", 1)).await;
+    assert!(
+        answer["EvalID"].as_str().is_some_and(|id| !id.is_empty()),
+        "{answer}"
+    );
+    named.await.expect("the membership task");
+    let (status, job) = pair.get(&pair.b, "/v1/job/patient").await;
+    assert_eq!(status, 200, "{job}");
+}
+
+#[tokio::test]
 async fn status_and_leader_headers_tell_who_leads() {
     let pair = Pair::start().await;
     for server in [&pair.a, &pair.b] {
