@@ -3,7 +3,8 @@
 //! status endpoint agrees; `sys/leader`'s `active_time` is the start of the active server's
 //! term; a leader sealed through `sys/seal` gives leadership to an unsealed peer, whose lease
 //! expiry loop then revokes a database lease (a role in the real PostgreSQL on 127.0.0.1:5432)
-//! at its expiry.
+//! at its expiry; a limited-use token used concurrently through both servers answers exactly
+//! its `num_uses` requests.
 //!
 //! Invariants: every wait polls with a deadline (`ha_support::eventually`); prefixes are unique
 //! per run; the servers die with their handles.
@@ -250,6 +251,39 @@ async fn a_leader_sealed_through_sys_seal_hands_over_and_the_unsealed_peer_expir
     unseal(leader, &key).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(is_active(peer).await, "the peer still leads");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limited_use_token_used_through_both_servers_at_once_answers_exactly_num_uses() {
+    let (a, b, _dir, root, _key) = two_unsealed_servers("ha-token-uses").await;
+    let (status, created) = send_json(
+        Method::POST,
+        &a.url("secrets", "/v1/auth/token/create"),
+        Some(&root),
+        json!({"policies": ["default"], "num_uses": 20}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    let token = created["auth"]["client_token"].as_str().unwrap().to_owned();
+    let mut uses = tokio::task::JoinSet::new();
+    for i in 0..80 {
+        let url = [&a, &b][i % 2].url("secrets", "/v1/auth/token/lookup-self");
+        let token = token.clone();
+        uses.spawn(async move { get_json(&url, Some(&token)).await });
+    }
+    let mut accepted = 0;
+    while let Some(joined) = uses.join_next().await {
+        let (status, body) = joined.unwrap();
+        match status {
+            200 => accepted += 1,
+            403 => assert_eq!(body, json!({"errors": ["permission denied"]})),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    eprintln!("80 concurrent uses over two servers: {accepted} accepted");
+    assert_eq!(accepted, 20, "a num_uses=20 token over two servers");
     a.stop().await;
     b.stop().await;
 }
