@@ -93,6 +93,10 @@ pub struct Config {
     pub heartbeat_ttl: Duration,
     /// Extra time before a silent node is marked down (Nomad's `heartbeat_grace`, 10 s).
     pub heartbeat_grace: Duration,
+    /// With several servers, how long a node that is not down has to be heard from once a
+    /// server gains leadership (Nomad's `failover_heartbeat_ttl`, 5 min): its agent may need
+    /// that long to find a live server. A lone server gives the TTL plus grace.
+    pub failover_heartbeat_ttl: Duration,
     /// Scheduling workers (Nomad's `num_schedulers`). They are async tasks, mostly waiting
     /// for their plan's commit: many of them keep the writer's batches full (one durable
     /// commit carries up to this many plans), while placement itself uses the runtime's
@@ -118,6 +122,7 @@ impl Default for Config {
             datacenter: "dc1".to_owned(),
             heartbeat_ttl: Duration::from_secs(10),
             heartbeat_grace: Duration::from_secs(10),
+            failover_heartbeat_ttl: Duration::from_secs(300),
             workers: 64,
             metrics: http_kit::metrics::Metrics::default(),
             gc: GcConfig::default(),

@@ -68,6 +68,11 @@ struct Pair {
 impl Pair {
     /// Two servers; `a` leads.
     async fn start() -> Pair {
+        Pair::with_config(Config::default()).await
+    }
+
+    /// Two servers with `config` (its cluster view set here); `a` leads.
+    async fn with_config(config: Config) -> Pair {
         let storage: Arc<dyn Storage> = testkit::mem_storage();
         let leader: Arc<Mutex<Option<String>>> = Arc::default();
         let peers: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -79,8 +84,12 @@ impl Pair {
                 peers: Arc::new(move || peers.lock().expect("peers").clone()),
             }
         };
-        let a = Server::start(storage.clone(), view.clone(), true).await;
-        let b = Server::start(storage, view, false).await;
+        let config = Config {
+            cluster: Some(view),
+            ..config
+        };
+        let a = Server::start(storage.clone(), config.clone(), true).await;
+        let b = Server::start(storage, config, false).await;
         *peers.lock().expect("peers") = vec![a.addr(), b.addr()];
         *leader.lock().expect("leader") = Some(a.url(""));
         Pair {
@@ -184,11 +193,7 @@ impl Pair {
 }
 
 impl Server {
-    async fn start(storage: Arc<dyn Storage>, view: ClusterView, leading: bool) -> Server {
-        let config = Config {
-            cluster: Some(view),
-            ..Config::default()
-        };
+    async fn start(storage: Arc<dyn Storage>, config: Config, leading: bool) -> Server {
         let state = State::open(storage.clone(), config)
             .await
             .expect("open the scheduler");
@@ -385,6 +390,23 @@ async fn a_write_through_the_follower_waits_out_an_unreachable_leader_and_reache
     named.await.expect("the membership task");
     let (status, job) = pair.get(&pair.b, "/v1/job/patient").await;
     assert_eq!(status, 200, "{job}");
+}
+
+#[tokio::test]
+async fn a_new_leader_gives_nodes_the_failover_ttl_before_marking_them_down() {
+    let pair = Pair::with_config(Config {
+        heartbeat_ttl: Duration::from_secs(1),
+        heartbeat_grace: Duration::from_secs(1),
+        failover_heartbeat_ttl: Duration::from_secs(120),
+        ..Config::default()
+    })
+    .await;
+    let node = pair.add_node(&pair.b, "quiet").await;
+    pair.hand_over(&pair.a, &pair.b);
+    // Silent for longer than TTL plus grace: the new leader still counts the node live.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, read) = pair.get(&pair.b, &format!("/v1/node/{node}")).await;
+    assert_eq!(read["Status"], "ready", "{read}");
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 //!
 //! Deadlines live in memory only (heartbeats are not written to storage); when the monitor
 //! starts (each time this server gains leadership) every node that is not down gets a fresh
-//! deadline, as Nomad's new leader does, so a restart or a change of leader never marks a
+//! deadline (with several servers at least `Config::failover_heartbeat_ttl`, 5 min, as
+//! Nomad's), as Nomad's new leader does, so a restart or a change of leader never marks a
 //! healthy node down and never forgets a dead one.
 
 use std::collections::HashMap;
@@ -62,9 +63,14 @@ impl Heartbeats {
 }
 
 /// Marks nodes down as their deadlines pass, until `term` ends. At start every node that is
-/// not down gets a fresh deadline.
+/// not down gets a fresh deadline: the TTL plus grace, or with several servers at least the
+/// failover TTL (a failover must not mark every node down while agents find the new leader).
 pub(crate) async fn run(state: State, term: CancellationToken) {
-    let within = state.heartbeat_ttl() + state.config().heartbeat_grace;
+    let config = state.config();
+    let mut within = state.heartbeat_ttl() + config.heartbeat_grace;
+    if config.cluster.is_some() {
+        within = within.max(config.failover_heartbeat_ttl);
+    }
     let snapshot = state.store().snapshot();
     let live = snapshot
         .nodes
