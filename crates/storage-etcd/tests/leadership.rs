@@ -1,7 +1,9 @@
 //! Leadership through etcd against real etcd processes: of two servers exactly one leads and
 //! runs the leader loops; a leader that dies (its handle dropped, so its lease is no longer
 //! kept alive) hands over within 5 s; a resigning one at once; a leader cut off from etcd stops
-//! leading within the lease's lifetime, whether its connection breaks or etcd stops answering.
+//! leading within the lease's lifetime, whether its connection breaks or etcd stops answering;
+//! a server told it is not fit to lead hands over to a fit one (and a lone unfit one leads);
+//! a step-down hands over, and a lone server that steps down leads again.
 //!
 //! Invariant: every wait polls with a deadline; each test campaigns on a fresh prefix of the
 //! shared etcd, or on a private etcd it may kill.
@@ -240,4 +242,78 @@ async fn a_leader_whose_etcd_stops_answering_stops_leading_before_its_lease_can_
     .await;
     eprintln!("stopped leading {took:?} after etcd froze (TTL {ttl:?})");
     etcd.signal("-CONT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfit_leader_hands_over_to_a_fit_server_and_a_lone_unfit_one_still_leads() {
+    let prefix = unique_prefix();
+    let client = shared_client().await;
+    let first = EtcdLeadership::start(client.clone(), options(&prefix, "first"));
+    first.set_fit(false);
+    within(Duration::from_secs(15), "a lone unfit server leads", || {
+        first.is_leader()
+    })
+    .await;
+    let second = EtcdLeadership::start(client.clone(), options(&prefix, "second"));
+    within(
+        Duration::from_secs(5),
+        "the fit server takes over from the unfit leader",
+        || second.is_leader() && !first.is_leader(),
+    )
+    .await;
+    assert_eq!(
+        first.peers().len(),
+        2,
+        "the unfit server stays a member after handing over"
+    );
+    first.set_fit(true);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        second.is_leader(),
+        "becoming fit does not take leadership back"
+    );
+    second.set_fit(false);
+    within(Duration::from_secs(5), "the fit one leads again", || {
+        first.is_leader() && !second.is_leader()
+    })
+    .await;
+    first.resign().await;
+    second.resign().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_steps_down_hands_over_and_a_lone_one_leads_again() {
+    let prefix = unique_prefix();
+    let client = shared_client().await;
+    let first = EtcdLeadership::start(client.clone(), options(&prefix, "first"));
+    within(Duration::from_secs(15), "the first leads", || {
+        first.is_leader()
+    })
+    .await;
+    assert!(first.active_since().is_some(), "a term start while leading");
+    let second = EtcdLeadership::start(client.clone(), options(&prefix, "second"));
+    within(Duration::from_secs(5), "both are members", || {
+        first.peers().len() == 2
+    })
+    .await;
+    first.step_down();
+    within(Duration::from_secs(5), "the second takes over", || {
+        second.is_leader() && !first.is_leader()
+    })
+    .await;
+    assert_eq!(first.active_since(), None);
+    second.resign().await;
+    // Alone, a server that steps down leads again at once.
+    within(Duration::from_secs(10), "the first is alone", || {
+        first.peers().len() == 1
+    })
+    .await;
+    first.step_down();
+    within(
+        Duration::from_secs(5),
+        "the lone server leads again",
+        || first.is_leader(),
+    )
+    .await;
+    first.resign().await;
 }
