@@ -85,6 +85,10 @@ struct Args {
     /// Divide every base size by this (a smoke test of the tool itself, e.g. 100).
     #[arg(long, default_value_t = 1)]
     divide: usize,
+    /// Measure nothing: read the `RESULT` lines of earlier runs from this file and write the
+    /// Markdown and the PNGs of the suites they hold (in `--suites` order).
+    #[arg(long)]
+    from_results: Option<PathBuf>,
 }
 
 // ------------------------------------------------------------------ the server
@@ -556,6 +560,17 @@ impl Suite {
             Suite::Leases => "leases",
             Suite::Allocs => "allocs",
             Suite::Members => "members",
+        }
+    }
+
+    /// The names of the suite's two probes, as `probes` measures them.
+    fn probe_names(self) -> [&'static str; 2] {
+        match self {
+            Suite::Sessions => ["renew", "info"],
+            Suite::Kv => ["get", "put"],
+            Suite::Leases => ["lookup", "issue+revoke"],
+            Suite::Allocs => ["job allocs", "node allocs"],
+            Suite::Members => ["first page", "middle page"],
         }
     }
 
@@ -1335,6 +1350,10 @@ fn markdown(suite: Suite, points: &[Point]) -> String {
     ];
     for (k, name) in probe_names.iter().enumerate() {
         g.push(format!(
+            "{name} p50 {}",
+            growth(&xs(&|p| p.probes.get(k).map_or(0.0, |q| q.p50_us as f64)))
+        ));
+        g.push(format!(
             "{name} p99 {}",
             growth(&xs(&|p| p.probes.get(k).map_or(0.0, |q| q.p99_us as f64)))
         ));
@@ -1410,6 +1429,55 @@ fn render(dir: &Path, suite: Suite, points: &[Point]) -> Result<PathBuf, String>
     Ok(path)
 }
 
+/// The points of `suite` in `RESULT` lines (as `run_point` prints them), by item count; a
+/// later line for the same count replaces an earlier one.
+fn parse_results(text: &str, suite: Suite) -> Vec<Point> {
+    let mut points: Vec<Point> = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("RESULT ") else {
+            continue;
+        };
+        let fields: HashMap<&str, &str> = rest
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        if fields.get("suite") != Some(&suite.name()) {
+            continue;
+        }
+        let num = |key: &str| fields.get(key).and_then(|v| v.parse::<f64>().ok());
+        let Some(items) = num("items") else { continue };
+        let probes = suite
+            .probe_names()
+            .iter()
+            .map(|name| {
+                let key = name.replace([' ', '+'], "_");
+                ProbeResult {
+                    name: (*name).to_owned(),
+                    p50_us: num(&format!("{key}_p50_us")).unwrap_or(0.0) as u64,
+                    p99_us: num(&format!("{key}_p99_us")).unwrap_or(0.0) as u64,
+                    rps: num(&format!("{key}_rps")).unwrap_or(0.0),
+                    errors: num(&format!("{key}_errors")).unwrap_or(0.0) as u64,
+                }
+            })
+            .collect();
+        let point = Point {
+            items: items as usize,
+            load_s: num("load_s").unwrap_or(0.0),
+            rss: num("rss_bytes").unwrap_or(0.0) as u64,
+            hwm: num("hwm_bytes").unwrap_or(0.0) as u64,
+            store: num("store_bytes").unwrap_or(0.0) as u64,
+            probes,
+            ready_ms: num("ready_ms").unwrap_or(0.0),
+            loaded_ms: num("leases_loaded_ms"),
+            rss_restart: num("rss_restart_bytes").unwrap_or(0.0) as u64,
+        };
+        points.retain(|p| p.items != point.items);
+        points.push(point);
+    }
+    points.sort_by_key(|p| p.items);
+    points
+}
+
 async fn run(args: Args) -> Result<(), String> {
     let suites = args
         .suites
@@ -1426,6 +1494,26 @@ async fn run(args: Args) -> Result<(), String> {
                 .ok_or(format!("bad point {p:?}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(path) = &args.from_results {
+        let text =
+            std::fs::read_to_string(path).map_err(|err| format!("{}: {err}", path.display()))?;
+        let mut doc = String::new();
+        for suite in suites {
+            let measured = parse_results(&text, suite);
+            if measured.is_empty() {
+                continue;
+            }
+            doc.push_str(&markdown(suite, &measured));
+            if let Some(dir) = &args.plot_dir {
+                let path = render(dir, suite, &measured)?;
+                eprintln!("scale_bench: wrote {}", path.display());
+            }
+        }
+        if let Some(path) = &args.markdown {
+            std::fs::write(path, &doc).map_err(|err| format!("{}: {err}", path.display()))?;
+        }
+        return Ok(());
+    }
     std::fs::create_dir_all(&args.work_dir)
         .map_err(|err| format!("{}: {err}", args.work_dir.display()))?;
     let mut doc = String::new();
@@ -1492,6 +1580,19 @@ mod tests {
         assert_eq!(plot::short(2.5), "2.5");
         assert_eq!(plot::short(20.0), "20");
         assert_eq!(plot::short(0.05), "0.05");
+    }
+
+    #[test]
+    fn result_lines_read_back_into_points() {
+        let text = "noise\nRESULT suite=leases items=10 load_s=1.5 rss_bytes=2000000 hwm_bytes=3000000 store_bytes=4096 ready_ms=12.5 rss_restart_bytes=1000000 leases_loaded_ms=13.0 lookup_p50_us=100 lookup_p99_us=900 lookup_rps=50 lookup_errors=0 issue_revoke_p50_us=7 issue_revoke_p99_us=8 issue_revoke_rps=9 issue_revoke_errors=1\nRESULT suite=kv items=5 load_s=1\n";
+        let points = parse_results(text, Suite::Leases);
+        assert_eq!(points.len(), 1);
+        let p = &points[0];
+        assert_eq!((p.items, p.rss, p.store), (10, 2_000_000, 4096));
+        assert_eq!(p.loaded_ms, Some(13.0));
+        assert_eq!(p.probes[1].name, "issue+revoke");
+        assert_eq!((p.probes[1].p99_us, p.probes[1].errors), (8, 1));
+        assert_eq!(parse_results(text, Suite::Members).len(), 0);
     }
 
     #[test]
