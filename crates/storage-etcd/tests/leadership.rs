@@ -3,7 +3,8 @@
 //! kept alive) hands over within 5 s; a resigning one at once; a leader cut off from etcd stops
 //! leading within the lease's lifetime, whether its connection breaks or etcd stops answering;
 //! a server told it is not fit to lead hands over to a fit one (and a lone unfit one leads);
-//! a step-down hands over, and a lone server that steps down leads again.
+//! a step-down hands over, and a lone server that steps down leads again; when both step
+//! down in turn, the first leads again once its pause ends.
 //!
 //! Invariant: every wait polls with a deadline; each test campaigns on a fresh prefix of the
 //! shared etcd, or on a private etcd it may kill.
@@ -316,4 +317,45 @@ async fn a_leader_that_steps_down_hands_over_and_a_lone_one_leads_again() {
     )
     .await;
     first.resign().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_both_servers_step_down_in_turn_the_first_leads_again_after_its_pause() {
+    let prefix = unique_prefix();
+    let client = shared_client().await;
+    let first = EtcdLeadership::start(client.clone(), options(&prefix, "first"));
+    within(Duration::from_secs(15), "the first leads", || {
+        first.is_leader()
+    })
+    .await;
+    let second = EtcdLeadership::start(client.clone(), options(&prefix, "second"));
+    within(Duration::from_secs(5), "both are members", || {
+        first.peers().len() == 2 && second.peers().len() == 2
+    })
+    .await;
+    first.step_down();
+    let stepped = Instant::now();
+    within(Duration::from_secs(5), "the second takes over", || {
+        second.is_leader() && !first.is_leader()
+    })
+    .await;
+    // The second steps down within the first's pause: nobody may campaign until the first's
+    // pause ends, and then the first leads again.
+    second.step_down();
+    within(Duration::from_secs(5), "the second stepped down", || {
+        !second.is_leader()
+    })
+    .await;
+    within(Duration::from_secs(20), "the first leads again", || {
+        first.is_leader()
+    })
+    .await;
+    assert!(
+        stepped.elapsed() >= Duration::from_secs(9),
+        "the first held back for its pause: {:?}",
+        stepped.elapsed()
+    );
+    assert!(!second.is_leader());
+    first.resign().await;
+    second.resign().await;
 }
