@@ -410,6 +410,52 @@ async fn a_new_leader_gives_nodes_the_failover_ttl_before_marking_them_down() {
 }
 
 #[tokio::test]
+async fn two_writers_at_once_never_commit_on_a_state_they_have_not_seen() {
+    let pair = Pair::start().await;
+    // Both lead for a while (a former leader that has not noticed yet).
+    pair.b.leadership.set(true);
+    poll("the second term started", || async {
+        let (_, agent) = pair.get(&pair.b, "/v1/agent/self").await;
+        (agent["stats"]["nomad"]["leader"] == "true").then_some(())
+    })
+    .await;
+    /// Registers through `server`, once more if a commit was fenced; the job's modify index.
+    async fn register(pair: &Pair, server: &Server, id: &str) -> u64 {
+        for _ in 0..2 {
+            let response = pair
+                .send(
+                    "POST",
+                    server.url("/v1/jobs"),
+                    None,
+                    Some(&json!({"Job": service_job(id, 1)})),
+                )
+                .await;
+            if response.status().as_u16() == 200 {
+                let body: Value = response.json().await.expect("JSON");
+                return body["JobModifyIndex"].as_u64().expect("an index");
+            }
+        }
+        panic!("{id} was not registered after a reload");
+    }
+    let first = register(&pair, &pair.a, "one").await;
+    let second = register(&pair, &pair.b, "two").await;
+    let third = register(&pair, &pair.a, "three").await;
+    assert!(
+        first < second && second < third,
+        "{first} < {second} < {third}"
+    );
+    let (_, jobs) = pair.get(&pair.a, "/v1/jobs").await;
+    let mut ids: Vec<&str> = jobs
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|job| job["ID"].as_str())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["one", "three", "two"]);
+}
+
+#[tokio::test]
 async fn status_and_leader_headers_tell_who_leads() {
     let pair = Pair::start().await;
     for server in [&pair.a, &pair.b] {

@@ -184,6 +184,7 @@ pub(super) fn apply_batch(snap: &mut Snapshot, events: &[Event]) {
     for event in events {
         if event.kind == EventKind::Put && event.key == keys::INDEX.as_bytes() {
             snap.index = snap.index.max(parse_index(&event.value));
+            snap.index_revision = snap.index_revision.max(event.revision);
         }
     }
     let mut jobs_written = std::collections::HashSet::new();

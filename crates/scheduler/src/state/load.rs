@@ -25,6 +25,7 @@ pub(super) async fn load(storage: &dyn Storage) -> Result<Snapshot, Error> {
     let mut snap = Snapshot::default();
     if let Some(kv) = storage.get(keys::INDEX.as_bytes()).await? {
         snap.index = String::from_utf8_lossy(&kv.value).parse().unwrap_or(0);
+        snap.index_revision = kv.mod_revision;
     }
     for kv in storage.scan_prefix(keys::JOBS.as_bytes()).await?.kvs {
         let job: Job = decode(&kv.key, &kv.value)?;

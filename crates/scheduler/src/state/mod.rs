@@ -152,10 +152,12 @@ impl StateStore {
     /// (the stored index moved); `true` if it did. Called before a writer starts.
     pub(crate) async fn catch_up(&self) -> Result<bool, Error> {
         let stored = self.inner.storage.get(keys::INDEX.as_bytes()).await?;
-        let stored_index = stored.map_or(0, |kv| {
-            String::from_utf8_lossy(&kv.value).parse().unwrap_or(0)
+        let (stored_index, stored_revision) = stored.map_or((0, 0), |kv| {
+            let index = String::from_utf8_lossy(&kv.value).parse().unwrap_or(0);
+            (index, kv.mod_revision)
         });
-        if stored_index == self.snapshot().index {
+        let current = self.snapshot();
+        if stored_index == current.index && stored_revision == current.index_revision {
             return Ok(false);
         }
         let snapshot = load::load(self.inner.storage.as_ref()).await?;

@@ -41,6 +41,10 @@ pub struct TableIndexes {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Snapshot {
     pub(crate) index: u64,
+    /// The store revision that wrote `scheduler/index` for `index` (0 before any write): the
+    /// writer's next commit requires it unchanged, so a second writer can never commit on top
+    /// of a state it has not seen.
+    pub(crate) index_revision: storage::Revision,
     pub(crate) tables: TableIndexes,
     pub(crate) jobs: OrdMap<JobKey, Arc<Job>>,
     pub(crate) job_versions: OrdMap<(JobKey, u64), Arc<Job>>,

@@ -20,10 +20,14 @@
 //!   next command of the batch runs).
 //! - When the term ends, the commit in flight is finished and answered before the loop
 //!   returns; commands still queued are failed with [`Error::ShuttingDown`].
+//! - Fenced: each transaction requires `scheduler/index` unchanged since the last committed
+//!   snapshot (`Snapshot::index_revision`), so with several servers a writer never commits on
+//!   top of a state another writer changed (a former leader's commit still in flight); such a
+//!   batch fails, the state is reloaded, and the next batch applies on top of what is stored.
 
 use std::sync::{Arc, Mutex};
 
-use storage::{Op, Txn};
+use storage::{Compare, Op, Revision, Txn};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -44,7 +48,7 @@ struct Applying {
 
 /// A batch whose transaction is committing.
 struct Committing {
-    commit: JoinHandle<Result<(), storage::Error>>,
+    commit: JoinHandle<Result<Revision, storage::Error>>,
     batch: Committed,
 }
 
@@ -80,8 +84,10 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
             Some(committing) => tokio::select! {
                 biased;
                 result = &mut committing.commit => {
-                    if let Some(done) = in_flight.take() {
-                        finish(&store, done.batch, flatten(result));
+                    if let Some(done) = in_flight.take()
+                        && !finish(&store, done.batch, flatten(result))
+                    {
+                        recover(&store).await;
                     }
                     continue;
                 }
@@ -108,6 +114,7 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
             && !finish(&store, batch, flatten(commit.await))
         {
             // Applied on top of a batch that never became durable: start again from what is.
+            recover(&store).await;
             applying = apply_batch((*store.snapshot()).clone(), applying.requests);
         }
         in_flight = start(&store, applying);
@@ -121,11 +128,21 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
     }
 }
 
+/// After a failed commit: if another writer committed meanwhile (the fence held), reload
+/// what it wrote, so the next batch applies on top of it.
+async fn recover(store: &StateStore) {
+    match store.catch_up().await {
+        Ok(true) => tracing::warn!("another writer committed scheduler state; reloaded it"),
+        Ok(false) => {}
+        Err(err) => tracing::error!(error = %err, "cannot reload the scheduler state"),
+    }
+}
+
 fn flatten(
-    joined: Result<Result<(), storage::Error>, tokio::task::JoinError>,
-) -> Result<(), String> {
+    joined: Result<Result<Revision, storage::Error>, tokio::task::JoinError>,
+) -> Result<Revision, String> {
     match joined {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(revision)) => Ok(revision),
         Ok(Err(err)) => Err(err.to_string()),
         Err(err) => Err(format!("the commit task failed: {err}")),
     }
@@ -181,7 +198,12 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
     }
     let index = draft.index();
     let ops = draft.ops.len();
-    let mut txn = Txn::new();
+    // The fence: this batch applies on top of the last committed one only if nobody else
+    // wrote the index since (a previous leader's commit still in flight, say).
+    let mut txn = Txn::new().when(Compare::ModRevision(
+        keys::INDEX.as_bytes().to_vec(),
+        store.snapshot().index_revision,
+    ));
     for op in std::mem::take(&mut draft.ops) {
         txn = txn.then(op);
     }
@@ -191,7 +213,16 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
     });
     let storage = Arc::clone(&store.inner.storage);
     let started = std::time::Instant::now();
-    let commit = tokio::spawn(async move { storage.txn(txn).await.map(|_| ()) });
+    let commit = tokio::spawn(async move {
+        let result = storage.txn(txn).await?;
+        if result.succeeded {
+            Ok(result.revision)
+        } else {
+            Err(storage::Error::Backend(
+                "another writer committed scheduler state since this one's last commit".to_owned(),
+            ))
+        }
+    });
     Some(Committing {
         commit,
         batch: Committed {
@@ -206,22 +237,26 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
 
 /// Publishes and answers a batch whose commit returned; on a failed commit, fails its
 /// commands instead. Returns whether it committed.
-fn finish(store: &StateStore, batch: Committed, result: Result<(), String>) -> bool {
+fn finish(store: &StateStore, batch: Committed, result: Result<Revision, String>) -> bool {
     let Committed {
-        snap,
+        mut snap,
         pending,
         replies,
         ops,
         started,
     } = batch;
     let index = snap.index;
-    if let Err(err) = result {
-        tracing::error!(error = %err, index, "cannot commit scheduler state");
-        for (reply, _) in replies {
-            let _ = reply.send(Err(Error::Internal(format!("storage: {err}"))));
+    let revision = match result {
+        Ok(revision) => revision,
+        Err(err) => {
+            tracing::error!(error = %err, index, "cannot commit scheduler state");
+            for (reply, _) in replies {
+                let _ = reply.send(Err(Error::Internal(format!("storage: {err}"))));
+            }
+            return false;
         }
-        return false;
-    }
+    };
+    snap.index_revision = revision;
     tracing::debug!(
         index,
         commands = replies.len(),
