@@ -683,3 +683,36 @@ async fn a_failed_commit_fails_only_its_batch_and_the_next_is_rebuilt_on_committ
     assert_eq!(reloaded.snapshot().evals, snap.evals);
     runner.shutdown_and_wait().await;
 }
+
+#[tokio::test]
+async fn commands_arriving_while_a_batch_commits_go_together_into_the_next_commit() {
+    let (storage, store, runner) = gated_writer().await;
+    let index = store.snapshot().index;
+    storage.hold.send_replace(true);
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("first", 1))).await })
+    };
+    storage.entered.notified().await;
+    let waiting: Vec<_> = (0..5)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { store.apply(register(job(&format!("job-{i}"), 1))).await })
+        })
+        .collect();
+    // Every command is queued or applied before the held commit returns.
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    storage.hold.send_replace(false);
+    assert_eq!(
+        first.await.expect("joined").expect("first").index,
+        index + 1
+    );
+    for handle in waiting {
+        let applied = handle.await.expect("joined").expect("committed");
+        assert_eq!(applied.index, index + 2, "one commit for all five");
+    }
+    runner.shutdown_and_wait().await;
+}
