@@ -3,9 +3,12 @@
 //!
 //! Where it sits: [`run_writer`] runs while this server leads (`tasks::lead`); commands reach
 //! it through `StateStore::apply`'s queue. While batch k's transaction commits (the storage
-//! writer thread fsyncs it), the loop takes batch k+1 and applies it to a draft built on batch
-//! k's uncommitted snapshot, so the CPU work of k+1 overlaps k's disk wait. Batch k+1 is
-//! committed only once k's commit has returned.
+//! writer thread fsyncs it), every command that arrives is applied at once to batch k+1's draft,
+//! built on batch k's uncommitted snapshot, so the CPU work of k+1 overlaps k's disk wait.
+//! Batch k+1 is committed as soon as k's commit has returned, after waiting at most [`LINGER`]
+//! for the commands of the callers k just answered (closed loops of callers, such as the
+//! scheduling workers and clients waiting for their answer, would otherwise split into a batch
+//! of stragglers and a batch of the rest, paying a commit for each).
 //!
 //! Invariants:
 //! - At most one transaction is in flight, and batches commit in the order they were applied.
@@ -19,7 +22,8 @@
 //! - A command that fails changes nothing (its part of the draft is rolled back before the
 //!   next command of the batch runs).
 //! - When the term ends, the commit in flight is finished and answered before the loop
-//!   returns; commands still queued are failed with [`Error::ShuttingDown`].
+//!   returns; commands applied to the next draft but not committed, and those still queued,
+//!   are failed with [`Error::ShuttingDown`].
 //! - Fenced: each transaction requires `scheduler/index` unchanged since the last committed
 //!   snapshot (`Snapshot::index_revision`), so with several servers a writer never commits on
 //!   top of a state another writer changed (a former leader's commit still in flight); such a
@@ -38,6 +42,9 @@ use crate::state::Outcome;
 use crate::structs::Evaluation;
 
 type Reply = oneshot::Sender<Result<Applied, Error>>;
+
+/// How long, at most, the next batch waits for the callers just answered (see [`linger`]).
+const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A batch applied to a draft, not yet committed (its commands kept to rebuild it).
 struct Applying {
@@ -71,60 +78,98 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
         return;
     };
     let mut in_flight: Option<Committing> = None;
+    // Applied on top of the batch in flight; committed as soon as that one has.
+    let mut next: Option<Applying> = None;
     loop {
-        let first = match in_flight.as_mut() {
-            None => tokio::select! {
-                biased;
-                () = term.cancelled() => break,
-                request = receiver.recv() => match request {
-                    Some(request) => request,
-                    None => break,
-                },
-            },
-            Some(committing) => tokio::select! {
-                biased;
-                result = &mut committing.commit => {
-                    if let Some(done) = in_flight.take()
-                        && !finish(&store, done.batch, flatten(result))
-                    {
-                        recover(&store).await;
-                    }
-                    continue;
+        let Some(committing) = in_flight.as_mut() else {
+            let mut applying = match next.take() {
+                Some(applying) => applying,
+                None => {
+                    let first = tokio::select! {
+                        biased;
+                        () = term.cancelled() => break,
+                        request = receiver.recv() => match request {
+                            Some(request) => request,
+                            None => break,
+                        },
+                    };
+                    let mut applying = Applying::on((*store.snapshot()).clone());
+                    applying.apply(first);
+                    applying
                 }
-                () = term.cancelled() => break,
-                request = receiver.recv() => match request {
-                    Some(request) => request,
-                    None => break,
-                },
-            },
+            };
+            applying.take_waiting(receiver);
+            in_flight = start(&store, applying);
+            continue;
         };
-        let mut requests = vec![first];
-        while requests.len() < MAX_BATCH {
-            match receiver.try_recv() {
-                Ok(request) => requests.push(request),
-                Err(_) => break,
+        let room = next
+            .as_ref()
+            .is_none_or(|applying| applying.requests.len() < MAX_BATCH);
+        tokio::select! {
+            biased;
+            result = &mut committing.commit => {
+                let Some(Committing { batch, .. }) = in_flight.take() else {
+                    continue;
+                };
+                let answered = batch.replies.len();
+                if !finish(&store, batch, flatten(result)) {
+                    recover(&store).await;
+                    // Applied on top of a batch that never became durable: start again
+                    // from what is.
+                    next = next
+                        .take()
+                        .map(|applying| applying.rebuild((*store.snapshot()).clone()));
+                }
+                linger(&store, receiver, &mut next, answered).await;
+            }
+            () = term.cancelled() => break,
+            request = receiver.recv(), if room => {
+                let Some(request) = request else {
+                    break;
+                };
+                let tip = &committing.batch.snap;
+                let applying = next.get_or_insert_with(|| Applying::on(tip.clone()));
+                applying.apply(request);
+                applying.take_waiting(receiver);
             }
         }
-        let tip = match &in_flight {
-            Some(committing) => committing.batch.snap.clone(),
-            None => (*store.snapshot()).clone(),
-        };
-        let mut applying = apply_batch(tip, requests);
-        if let Some(Committing { commit, batch }) = in_flight.take()
-            && !finish(&store, batch, flatten(commit.await))
-        {
-            // Applied on top of a batch that never became durable: start again from what is.
-            recover(&store).await;
-            applying = apply_batch((*store.snapshot()).clone(), applying.requests);
-        }
-        in_flight = start(&store, applying);
     }
     if let Some(Committing { commit, batch }) = in_flight.take() {
         finish(&store, batch, flatten(commit.await));
     }
     // This server no longer writes: whoever waits should retry (on the next leader).
+    for request in next
+        .take()
+        .map(|applying| applying.requests)
+        .unwrap_or_default()
+    {
+        let _ = request.reply.send(Err(Error::ShuttingDown));
+    }
     while let Ok(Request { reply, .. }) = receiver.try_recv() {
         let _ = reply.send(Err(Error::ShuttingDown));
+    }
+}
+
+/// After batch k was answered, waits (at most [`LINGER`], and only while fewer commands are
+/// applied than k answered) for its callers' next commands, so they join the batch committed
+/// next instead of waiting for another commit after a batch of stragglers.
+async fn linger(
+    store: &StateStore,
+    receiver: &mut mpsc::Receiver<Request>,
+    next: &mut Option<Applying>,
+    answered: usize,
+) {
+    if answered < 2 {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + LINGER;
+    while next.as_ref().map_or(0, |applying| applying.requests.len()) < answered.min(MAX_BATCH) {
+        let Ok(Some(request)) = tokio::time::timeout_at(deadline, receiver.recv()).await else {
+            return;
+        };
+        let applying = next.get_or_insert_with(|| Applying::on((*store.snapshot()).clone()));
+        applying.apply(request);
+        applying.take_waiting(receiver);
     }
 }
 
@@ -148,31 +193,48 @@ fn flatten(
     }
 }
 
-/// Applies every command of a batch, in order, to a draft of the snapshot after `tip`.
-fn apply_batch(tip: Snapshot, requests: Vec<Request>) -> Applying {
-    let index = tip.index + 1;
-    let mut draft = draft::Draft::new(tip);
-    draft.snap.index = index;
-    let now = crate::clock::now_nanos();
-    let mut results = Vec::with_capacity(requests.len());
-    for request in &requests {
-        let checkpoint = draft.checkpoint();
-        let result = fsm::apply(&mut draft, &request.command, now);
-        if result.is_err() {
-            draft.rollback(checkpoint);
+impl Applying {
+    /// An empty batch on top of `tip` (it writes index `tip.index + 1`).
+    fn on(tip: Snapshot) -> Applying {
+        let index = tip.index + 1;
+        let mut draft = draft::Draft::new(tip);
+        draft.snap.index = index;
+        Applying {
+            requests: Vec::new(),
+            draft,
+            results: Vec::new(),
         }
-        results.push(result);
     }
-    if draft.capacity_changed
-        && !draft.ops.is_empty()
-        && let Err(err) = fsm::unblock_evals(&mut draft, now)
-    {
-        tracing::error!(error = %err, "cannot unblock evaluations");
+
+    /// Applies one more command (rolled back if it fails).
+    fn apply(&mut self, request: Request) {
+        let now = crate::clock::now_nanos();
+        let checkpoint = self.draft.checkpoint();
+        let result = fsm::apply(&mut self.draft, &request.command, now);
+        if result.is_err() {
+            self.draft.rollback(checkpoint);
+        }
+        self.results.push(result);
+        self.requests.push(request);
     }
-    Applying {
-        requests,
-        draft,
-        results,
+
+    /// Applies every command already waiting, up to [`MAX_BATCH`] in the batch.
+    fn take_waiting(&mut self, receiver: &mut mpsc::Receiver<Request>) {
+        while self.requests.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(request) => self.apply(request),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// The same commands applied again on top of `tip`.
+    fn rebuild(self, tip: Snapshot) -> Applying {
+        let mut fresh = Applying::on(tip);
+        for request in self.requests {
+            fresh.apply(request);
+        }
+        fresh
     }
 }
 
@@ -184,6 +246,12 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
         mut draft,
         results,
     } = applying;
+    if draft.capacity_changed
+        && !draft.ops.is_empty()
+        && let Err(err) = fsm::unblock_evals(&mut draft, crate::clock::now_nanos())
+    {
+        tracing::error!(error = %err, "cannot unblock evaluations");
+    }
     let replies: Vec<(Reply, Result<Outcome, Error>)> = requests
         .into_iter()
         .map(|request| request.reply)
