@@ -2,7 +2,8 @@
 //! binary, scheduler only, ACLs off) over the local etcd on 127.0.0.1:2379 under a prefix of
 //! their own. A job registered through the follower is placed and reads the same on both; the
 //! status endpoints agree on the leader; when the leader stops, the other server leads and
-//! takes writes.
+//! takes writes; when the leader is killed (SIGKILL) under registrations sent through the
+//! follower, every acknowledged one is on the survivor.
 //!
 //! Invariants: each test uses a fresh etcd prefix, so runs never see each other's keys; every
 //! wait is a bounded poll; the servers are killed when the test's handles drop.
@@ -260,4 +261,67 @@ fn uuid() -> String {
         low >> 52,
         low & 0xffff_ffff_ffff
     )
+}
+
+#[tokio::test]
+async fn every_registration_acknowledged_through_the_follower_survives_a_sigkill_of_the_leader() {
+    let prefix = format!(
+        "cairn-test-ha-scheduler-kill-{}-{:08x}/",
+        std::process::id(),
+        random() as u32
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let first = server(&prefix, &dir, "a").await;
+    let second = server(&prefix, &dir, "b").await;
+    let leader = agreed_leader(&[&first, &second]).await;
+    let (leading, following) = if leader == first.addr("scheduler") {
+        (first, second)
+    } else {
+        (second, first)
+    };
+
+    // Registrations through the follower, one after another, while the leader is killed.
+    let url = following.url("scheduler", "/v1/jobs");
+    let writer = tokio::spawn(async move {
+        let mut acknowledged = Vec::new();
+        let mut refused = 0;
+        for i in 0..60 {
+            let id = format!("w-{i}");
+            let answer = http()
+                .post(&url)
+                .json(&job(&id))
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await;
+            match answer {
+                Ok(response) if response.status().as_u16() == 200 => acknowledged.push(id),
+                _ => refused += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (acknowledged, refused)
+    });
+    poll("some registrations acknowledged", || async {
+        let (_, jobs) = get(&following, "/v1/jobs").await;
+        (jobs.as_array()?.len() >= 10).then_some(())
+    })
+    .await;
+    let status = leading.signal_and_wait("KILL").await;
+    assert!(!status.success(), "killed");
+    let (acknowledged, refused) = writer.await.unwrap();
+    println!(
+        "{} registrations acknowledged, {refused} refused across the leader's SIGKILL",
+        acknowledged.len()
+    );
+    let survivor = following.addr("scheduler");
+    assert_eq!(agreed_leader(&[&following]).await, survivor);
+    assert!(
+        acknowledged.iter().any(|id| id == "w-59"),
+        "the survivor took the last writes: {acknowledged:?}"
+    );
+    for id in &acknowledged {
+        let (status, read) = get(&following, &format!("/v1/job/{id}")).await;
+        assert_eq!(status, 200, "acknowledged {id} is lost: {read}");
+    }
+    following.stop().await;
 }
