@@ -1,5 +1,6 @@
 //! Test support for several servers: a three-member etcd cluster started by the test (Debian's
-//! `/usr/bin/etcd`, members on free 127.0.0.1 ports in one temporary directory) and `cairn
+//! `/usr/bin/etcd`, members on free 127.0.0.1 ports in one temporary directory, with the
+//! transaction limits the scheduler needs raised) and `cairn
 //! server` processes on it (the built binary, each with its own config file, data dir and
 //! free ports, all under one unique etcd prefix and one fresh bucket on the local S3 emulator,
 //! moto on 127.0.0.1:9020, for the platform's blobs).
@@ -107,6 +108,9 @@ impl EtcdCluster {
             .args(["--initial-cluster-state", state])
             // A loaded test machine: elections tolerate slow heartbeats.
             .args(["--heartbeat-interval", "200", "--election-timeout", "2000"])
+            // The scheduler commits a writer batch as one transaction
+            // (docs/running-several-servers.md).
+            .args(["--max-txn-ops", "10000", "--max-request-bytes", "33554432"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
