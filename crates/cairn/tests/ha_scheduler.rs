@@ -309,7 +309,7 @@ async fn every_registration_acknowledged_through_the_follower_survives_a_sigkill
     let status = leading.signal_and_wait("KILL").await;
     assert!(!status.success(), "killed");
     let (acknowledged, refused) = writer.await.unwrap();
-    println!(
+    eprintln!(
         "{} registrations acknowledged, {refused} refused across the leader's SIGKILL",
         acknowledged.len()
     );
