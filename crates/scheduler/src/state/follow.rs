@@ -43,6 +43,9 @@ use crate::structs::{
 /// How long the follower waits for an event before it checks the stored index itself.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
+/// How long the check of the stored index may take before it counts as a lagging one.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Checks in a row that may find the stored index ahead of the snapshot before the follower
 /// reloads (an event in flight explains one; several mean the watch is stuck).
 const STALE_CHECKS: u32 = 3;
@@ -109,7 +112,13 @@ impl StateStore {
                     Ok(Some(event)) => event?,
                     Ok(None) => return Ok(applied),
                     Err(_) => {
-                        if self.stored_index().await? == self.snapshot().index {
+                        // A store that does not answer the check counts as a lagging one.
+                        let stored =
+                            match tokio::time::timeout(CHECK_TIMEOUT, self.stored_index()).await {
+                                Ok(stored) => Some(stored?),
+                                Err(_) => None,
+                            };
+                        if stored == Some(self.snapshot().index) {
                             stale_checks = 0;
                             contact();
                         } else {
@@ -157,11 +166,14 @@ impl StateStore {
     /// Waits (at most `within`) until the snapshot holds every batch committed so far: after
     /// a write forwarded to the leader, so the caller's next read here sees it.
     pub(crate) async fn wait_caught_up(&self, within: Duration) {
-        let Ok(stored) = self.stored_index().await else {
-            return;
+        let caught_up = async {
+            let Ok(stored) = self.stored_index().await else {
+                return;
+            };
+            let mut current = self.subscribe();
+            let _ = current.wait_for(|snap| snap.index >= stored).await;
         };
-        let mut current = self.subscribe();
-        let _ = tokio::time::timeout(within, current.wait_for(|snap| snap.index >= stored)).await;
+        let _ = tokio::time::timeout(within, caught_up).await;
     }
 
     /// The index the last committed batch wrote (0 before any).
