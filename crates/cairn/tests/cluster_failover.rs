@@ -1,7 +1,8 @@
 //! Several `cairn server` processes on a three-member etcd cluster started by the test
 //! (`support/cluster.rs`): blobs shared through the object store, a leader killed with SIGKILL
 //! under a mixed write load, an etcd member stopped under load. A verifier re-reads every
-//! acknowledged write from a surviving server.
+//! acknowledged write from a surviving server; when the etcd member's kill loses a job, the
+//! test prints where the job is and is not (each etcd member, each server) before failing.
 //!
 //! The load goes through the followers (the servers that do not lead) and covers secrets kv
 //! writes, registry KV puts and sessions, platform organizations and scheduler job
@@ -49,8 +50,9 @@ enum Write {
     Session(String),
     /// Platform organization `name` exists.
     Organization(String),
-    /// Scheduler job `id` exists.
-    Job(String),
+    /// Scheduler job `id` exists; registered through server `via`, acknowledged with
+    /// JobModifyIndex `index` (for the diagnosis of a loss).
+    Job { id: String, index: u64, via: usize },
 }
 
 /// Where a load worker sends its writes and what it got acknowledged.
@@ -66,6 +68,8 @@ struct Load {
 /// The base URLs of one server, for the load.
 #[derive(Debug, Clone)]
 struct Target {
+    /// The server's index in [`Servers`].
+    index: usize,
     secrets: String,
     registry: String,
     platform: String,
@@ -75,6 +79,7 @@ struct Target {
 fn target(servers: &Servers, index: usize) -> Target {
     let server = servers.server(index);
     Target {
+        index,
         secrets: server.url("secrets", ""),
         registry: server.url("registry", ""),
         platform: server.url("platform", ""),
@@ -167,10 +172,11 @@ async fn write_once(
                 return None;
             }
             let body: Value = answer.json().await.ok()?;
-            body["EvalID"]
-                .as_str()
-                .is_some()
-                .then_some(Write::Job(name))
+            body["EvalID"].as_str().is_some().then(|| Write::Job {
+                id: name,
+                index: body["JobModifyIndex"].as_u64().unwrap_or(0),
+                via: to.index,
+            })
         }
     }
 }
@@ -261,8 +267,24 @@ async fn wait_acked(load: &Load, count: usize) {
 
 /// Re-reads every acknowledged write through `from`; panics naming the first one missing.
 async fn verify(load: &Load, from: &Target, tokens: &(String, String)) -> usize {
+    let (verified, missing) = missing_writes(load, from, tokens).await;
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes are lost: {missing:?}"
+    );
+    verified
+}
+
+/// Re-reads every acknowledged write through `from`: how many there were, and the ones
+/// missing.
+async fn missing_writes(
+    load: &Load,
+    from: &Target,
+    tokens: &(String, String),
+) -> (usize, Vec<Write>) {
     let client = http();
     let acked = load.acked.lock().await.clone();
+    let mut missing = Vec::new();
     for write in &acked {
         let found = match write {
             Write::Secret(name, n) => {
@@ -312,7 +334,7 @@ async fn verify(load: &Load, from: &Target, tokens: &(String, String)) -> usize 
                 }
                 status == 200
             }
-            Write::Job(id) => {
+            Write::Job { id, .. } => {
                 // The scheduler's followers hold another server's commits from the store's
                 // watch (read-your-writes holds on the server written to); one whose watch
                 // broke with the etcd member reloads within a few seconds.
@@ -329,9 +351,11 @@ async fn verify(load: &Load, from: &Target, tokens: &(String, String)) -> usize 
                 }
             }
         };
-        assert!(found, "an acknowledged write is lost: {write:?}");
+        if !found {
+            missing.push(write.clone());
+        }
     }
-    acked.len()
+    (acked.len(), missing)
 }
 
 /// GET `url`: the status and the JSON body (null when not JSON).
@@ -664,12 +688,11 @@ async fn stopping_one_etcd_member_under_load_loses_no_acknowledged_write() {
     let tokens = (servers.root_token.clone(), servers.platform_token.clone());
     let load = Arc::new(Load::default());
     let targets = vec![target(&servers, 0), target(&servers, 1)];
-    // No scheduler jobs in this load: with them, 2 of 7 runs lost one acknowledged job
-    // registration made while the etcd leader member died (docs/running-several-servers.md).
-    let workers = start_load(&load, targets, tokens.clone(), 6, 4);
+    let workers = start_load(&load, targets, tokens.clone(), 6, 5);
     wait_acked(&load, 200).await;
     // The etcd leader is the hardest member to lose: the others elect a new one.
     let member = etcd.leader().await.unwrap_or(0);
+    let before_stop = load.acked.lock().await.len();
     etcd.stop(member, true).await;
     let stopped = load.acked.lock().await.len();
     wait_acked(&load, stopped + 300).await;
@@ -680,11 +703,85 @@ async fn stopping_one_etcd_member_under_load_loses_no_acknowledged_write() {
     for worker in workers {
         worker.await.unwrap();
     }
-    let verified = verify(&load, &target(&servers, 1), &tokens).await;
+    let (verified, missing) = missing_writes(&load, &target(&servers, 1), &tokens).await;
+    if !missing.is_empty() {
+        diagnose_lost(
+            &load,
+            &etcd,
+            &servers,
+            &missing,
+            [before_stop, stopped, restarted],
+        )
+        .await;
+    }
+    assert!(
+        missing.is_empty(),
+        "acknowledged writes are lost: {missing:?}"
+    );
     eprintln!(
         "etcd member {member} killed and restarted: {verified} acknowledged writes verified, {} \
          failed during the run ({})",
         load.failed.load(Ordering::Relaxed),
         failures(&load)
     );
+}
+
+/// Prints where each lost job is and is not: on every etcd member (a serializable read of
+/// that member alone), through every server, and when it was acknowledged relative to the
+/// member's kill (`marks`: writes acknowledged before the kill began, when it ended, when the
+/// member was back).
+async fn diagnose_lost(
+    load: &Load,
+    etcd: &EtcdCluster,
+    servers: &Servers,
+    missing: &[Write],
+    marks: [usize; 3],
+) {
+    let acked = load.acked.lock().await.clone();
+    let index_key = format!("{}scheduler/index", servers.prefix);
+    for write in missing {
+        let position = acked
+            .iter()
+            .position(|w| format!("{w:?}") == format!("{write:?}"));
+        eprintln!("LOST {write:?}: acknowledged as write {position:?} (marks {marks:?})");
+        let Write::Job { id, index, via } = write else {
+            continue;
+        };
+        eprintln!("  registered through server {via}");
+        for member in 0..etcd.size() {
+            let jobs = etcd
+                .keys_on(
+                    member,
+                    &format!("{}scheduler/jobs/default\0{id}\0", servers.prefix),
+                )
+                .await;
+            let evals = etcd
+                .keys_on(
+                    member,
+                    &format!("{}scheduler/evals/{index:020}/", servers.prefix),
+                )
+                .await;
+            let stored_index = etcd.keys_on(member, &index_key).await;
+            eprintln!(
+                "  etcd member {member}: job keys {jobs:?}; evals created at {index}: {evals:?}; \
+                 scheduler/index {stored_index:?}"
+            );
+        }
+        for server in servers.running() {
+            let (status, body) = get_json(
+                &servers
+                    .server(server)
+                    .url("scheduler", &format!("/v1/job/{id}")),
+            )
+            .await;
+            let (_, jobs) = get_json(&servers.server(server).url("scheduler", "/v1/jobs")).await;
+            eprintln!(
+                "  server {server}: GET job {status} (ModifyIndex {}); {} jobs listed",
+                body["JobModifyIndex"],
+                jobs.as_array().map_or(0, Vec::len)
+            );
+        }
+        let leader = servers.leader(etcd).await;
+        eprintln!("  leading server now: {leader:?}");
+    }
 }

@@ -244,6 +244,48 @@ impl EtcdCluster {
         let value = response["kvs"][0]["value"].as_str()?;
         BASE64.decode(value).ok()
     }
+
+    /// The keys under `prefix` with their mod revisions, read from member `index` alone
+    /// (a serializable range: what that member has applied, not what the cluster agreed);
+    /// `None` when the member does not answer.
+    pub(crate) async fn keys_on(&self, index: usize, prefix: &str) -> Option<Vec<(String, i64)>> {
+        let url = format!(
+            "http://127.0.0.1:{}/v3/kv/range",
+            self.members[index].client_port
+        );
+        let mut end = prefix.as_bytes().to_vec();
+        *end.last_mut()? += 1;
+        let body = json!({
+            "key": BASE64.encode(prefix.as_bytes()),
+            "range_end": BASE64.encode(&end),
+            "keys_only": true,
+            "serializable": true,
+        });
+        let response: Value = http()
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let kvs = response["kvs"].as_array().cloned().unwrap_or_default();
+        Some(
+            kvs.iter()
+                .filter_map(|kv| {
+                    let key = BASE64.decode(kv["key"].as_str()?).ok()?;
+                    let revision = kv["mod_revision"].as_str()?.parse().ok()?;
+                    Some((String::from_utf8_lossy(&key).into_owned(), revision))
+                })
+                .collect(),
+        )
+    }
+
+    /// The number of members (running or not).
+    pub(crate) fn size(&self) -> usize {
+        self.members.len()
+    }
 }
 
 fn rand_suffix() -> String {
