@@ -159,14 +159,19 @@ pub(crate) async fn accept_membership(
         accepted.invitation_hash = None;
         accepted.username = accepted_user.username.clone();
         txn.success.extend(update_ops(record, &accepted)?);
-        let (compare, op) = count_change(
-            state.storage(),
-            &record.organization,
-            StatusCounts::one(MembershipStatus::Active).plus(record.status, -1),
-        )
-        .await?;
-        txn = txn.when(compare).then(op);
-        if commit(state.storage(), txn).await? {
+        // The counts are read and written under the organization's lock (counts_lock.rs).
+        let committed = {
+            let _counts = state.lock_counts(&record.organization).await;
+            let (compare, op) = count_change(
+                state.storage(),
+                &record.organization,
+                StatusCounts::one(MembershipStatus::Active).plus(record.status, -1),
+            )
+            .await?;
+            txn = txn.when(compare).then(op);
+            commit(state.storage(), txn).await?
+        };
+        if committed {
             let mut document = Document::one(membership_resource(&accepted, &accepted.team_ids));
             document.include(user_resource(&accepted_user));
             if let Some((token_id, secret)) = first_token {

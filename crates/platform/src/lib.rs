@@ -46,6 +46,7 @@ mod auth;
 mod blobs;
 mod bootstrap;
 mod configuration_versions;
+mod counts_lock;
 mod error;
 mod error_page;
 mod ids;
@@ -209,6 +210,8 @@ struct Inner {
     retention_wake: tokio::sync::Notify,
     /// The public registry proxy's client and cache (`public_registry.rs`).
     public_registry: public_registry::PublicRegistry,
+    /// Per-organization locks around membership count changes (`counts_lock.rs`).
+    counts_locks: counts_lock::CountsLocks,
 }
 
 /// What [`State::open`] returns.
@@ -270,6 +273,7 @@ impl State {
                 clock,
                 retention_wake: tokio::sync::Notify::new(),
                 public_registry: public_registry::PublicRegistry::default(),
+                counts_locks: counts_lock::CountsLocks::default(),
             }),
         };
         let bootstrap_token = bootstrap::bootstrap(&state).await?;
@@ -295,6 +299,11 @@ impl State {
 
     pub(crate) fn rate_limiter(&self) -> &rate_limit::RateLimiter {
         &self.inner.rate_limiter
+    }
+
+    /// Waits for `organization`'s membership counts lock (`counts_lock.rs`).
+    pub(crate) async fn lock_counts(&self, organization: &str) -> counts_lock::CountsGuard<'_> {
+        self.inner.counts_locks.lock(organization).await
     }
 
     /// Now, in Unix milliseconds (0 before the epoch), as records store times.

@@ -237,14 +237,20 @@ pub(crate) async fn create_membership(
         let (compares, ops) = create_ops(&membership)?;
         txn.compares.extend(compares);
         txn.success.extend(ops);
-        let (compare, op) = count_change(
-            state.storage(),
-            &name,
-            StatusCounts::one(MembershipStatus::Invited),
-        )
-        .await?;
-        txn = txn.when(compare).then(op);
-        if commit(state.storage(), txn).await? {
+        // The counts are read and written under the organization's lock (counts_lock.rs),
+        // released before the mail goes out.
+        let committed = {
+            let _counts = state.lock_counts(&name).await;
+            let (compare, op) = count_change(
+                state.storage(),
+                &name,
+                StatusCounts::one(MembershipStatus::Invited),
+            )
+            .await?;
+            txn = txn.when(compare).then(op);
+            commit(state.storage(), txn).await?
+        };
+        if committed {
             send_invitation_mail(&state, &membership, &invitation).await;
             let mut document = Document::one(membership_resource(
                 &membership,
@@ -636,13 +642,6 @@ pub(crate) async fn delete_membership(
             }
         }
         txn.success.extend(remove_ops(record));
-        let (compare, op) = count_change(
-            state.storage(),
-            organization,
-            StatusCounts::default().plus(record.status, -1),
-        )
-        .await?;
-        txn = txn.when(compare).then(op);
         for team_id in team_ids {
             txn = txn.then(remove_member_op(team_id, &record.user_id));
         }
@@ -666,6 +665,15 @@ pub(crate) async fn delete_membership(
                     key: email_key(&user.record.email),
                 });
         }
+        // The counts are read and written under the organization's lock (counts_lock.rs).
+        let _counts = state.lock_counts(organization).await;
+        let (compare, op) = count_change(
+            state.storage(),
+            organization,
+            StatusCounts::default().plus(record.status, -1),
+        )
+        .await?;
+        txn = txn.when(compare).then(op);
         if commit(state.storage(), txn).await? {
             return Ok(no_content());
         }

@@ -946,3 +946,52 @@ async fn removing_the_last_owner_is_403() {
         .await
         .expect(403);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_invitations_into_one_organization_all_succeed() {
+    // Every invitation changes the organization's member counts; many at once must queue
+    // behind each other, not answer 409 (TFE's clients do not retry a conflict). On the
+    // embedded store, whose durable commits hold each round of contenders for a while.
+    let store = testkit::TempStore::new();
+    let blobs = tempfile::tempdir().unwrap();
+    let mut config = TestPlatform::test_config();
+    config.blob_dir = blobs.path().to_path_buf();
+    let platform = TestPlatform::over(
+        store.storage(),
+        config,
+        std::sync::Arc::new(stdx::clock::SystemClock),
+    )
+    .await
+    .unwrap();
+    let platform = std::sync::Arc::new(platform);
+    platform.create_org("busy").await;
+    let owners = platform.owners_team("busy").await;
+    let invites: Vec<_> = (0..160)
+        .map(|i| {
+            let platform = platform.clone();
+            let owners = owners.clone();
+            tokio::spawn(async move {
+                platform
+                    .invite("busy", &format!("user{i}@example.com"), &[&owners], ROOT)
+                    .await
+            })
+        })
+        .collect();
+    for invite in invites {
+        let answer = invite.await.unwrap();
+        assert_eq!(answer.status.as_u16(), 201, "{}", answer.text);
+    }
+    let page = platform
+        .get(
+            "/api/v2/organizations/busy/organization-memberships?page%5Bsize%5D=100",
+            ROOT,
+        )
+        .await
+        .expect(200);
+    // The 160 invitations and the owner who created the organization.
+    assert_eq!(
+        page.body["meta"]["pagination"]["total-count"], 161,
+        "{}",
+        page.text
+    );
+}
