@@ -90,9 +90,17 @@ pub fn layers<S>(router: Router<S>, options: &HttpOptions) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    with_body_limit(router, options.body_limit).layer(RequestContextLayer {
-        metrics: options.metrics.clone(),
-    })
+    // One `Router::layer` call: axum wraps every route in a boxed `Route` per call (a boxed
+    // service clone and a boxed future per request each), so the three layers go in as one.
+    let limit = options.body_limit;
+    router.layer(
+        tower::ServiceBuilder::new()
+            .layer(RequestContextLayer {
+                metrics: options.metrics.clone(),
+            })
+            .layer(axum::Extension(BodyLimit(limit)))
+            .layer(DefaultBodyLimit::max(limit)),
+    )
 }
 
 /// Sets the body limit for the routes in `router` (for example a larger one for snapshot
@@ -102,9 +110,12 @@ pub fn with_body_limit<S>(router: Router<S>, limit: usize) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    router
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::Extension(BodyLimit(limit)))
+    // One `Router::layer` call (one boxed `Route` per route), as in [`layers`].
+    router.layer(
+        tower::ServiceBuilder::new()
+            .layer(axum::Extension(BodyLimit(limit)))
+            .layer(DefaultBodyLimit::max(limit)),
+    )
 }
 
 /// The request-context middleware as a plain tower [`Layer`]: unlike `middleware::from_fn` it
