@@ -159,7 +159,7 @@ pub(crate) async fn accept_membership(
         accepted.invitation_hash = None;
         accepted.username = accepted_user.username.clone();
         txn.success.extend(update_ops(record, &accepted)?);
-        // The counts are read and written under the organization's lock (counts_lock.rs).
+        // The counts are read and written under the organization's lock (`State::lock_counts`).
         let committed = {
             let _counts = state.lock_counts(&record.organization).await;
             let (compare, op) = count_change(

@@ -46,7 +46,6 @@ mod auth;
 mod blobs;
 mod bootstrap;
 mod configuration_versions;
-mod counts_lock;
 mod error;
 mod error_page;
 mod ids;
@@ -210,8 +209,12 @@ struct Inner {
     retention_wake: tokio::sync::Notify,
     /// The public registry proxy's client and cache (`public_registry.rs`).
     public_registry: public_registry::PublicRegistry,
-    /// Per-organization locks around membership count changes (`counts_lock.rs`).
-    counts_locks: counts_lock::CountsLocks,
+    /// One lock per organization around its membership counts' read and compare-and-swap
+    /// commit (invite, accept, remove), so that concurrent requests of this server queue
+    /// instead of exhausting `store::MAX_ATTEMPTS` (160 invitations at once did, answering
+    /// 409); held only around that read and the commit, never across mail. The
+    /// compare-and-swap stays for servers sharing a store.
+    counts_locks: stdx::keyed_lock::KeyedLocks,
 }
 
 /// What [`State::open`] returns.
@@ -273,7 +276,7 @@ impl State {
                 clock,
                 retention_wake: tokio::sync::Notify::new(),
                 public_registry: public_registry::PublicRegistry::default(),
-                counts_locks: counts_lock::CountsLocks::default(),
+                counts_locks: stdx::keyed_lock::KeyedLocks::default(),
             }),
         };
         let bootstrap_token = bootstrap::bootstrap(&state).await?;
@@ -301,8 +304,8 @@ impl State {
         &self.inner.rate_limiter
     }
 
-    /// Waits for `organization`'s membership counts lock (`counts_lock.rs`).
-    pub(crate) async fn lock_counts(&self, organization: &str) -> counts_lock::CountsGuard<'_> {
+    /// Waits for `organization`'s membership counts lock (see `Inner::counts_locks`).
+    pub(crate) async fn lock_counts(&self, organization: &str) -> stdx::keyed_lock::KeyedGuard<'_> {
         self.inner.counts_locks.lock(organization).await
     }
 

@@ -237,7 +237,7 @@ pub(crate) async fn create_membership(
         let (compares, ops) = create_ops(&membership)?;
         txn.compares.extend(compares);
         txn.success.extend(ops);
-        // The counts are read and written under the organization's lock (counts_lock.rs),
+        // The counts are read and written under the organization's lock (`State::lock_counts`),
         // released before the mail goes out.
         let committed = {
             let _counts = state.lock_counts(&name).await;
@@ -665,7 +665,7 @@ pub(crate) async fn delete_membership(
                     key: email_key(&user.record.email),
                 });
         }
-        // The counts are read and written under the organization's lock (counts_lock.rs).
+        // The counts are read and written under the organization's lock (`State::lock_counts`).
         let _counts = state.lock_counts(organization).await;
         let (compare, op) = count_change(
             state.storage(),

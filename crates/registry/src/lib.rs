@@ -118,6 +118,11 @@ struct Inner {
     config: Config,
     clock: SharedClock,
     sessions: domain::session_timers::SessionTimers,
+    /// One lock per KV key around its read and compare-and-swap write (`domain/kv.rs`), so
+    /// that writers of one hot key on this server queue instead of exhausting the retries
+    /// (16 connections putting one key got 503s); the compare-and-swap stays for servers
+    /// sharing a store.
+    kv_locks: stdx::keyed_lock::KeyedLocks,
 }
 
 impl State {
@@ -135,6 +140,7 @@ impl State {
                 config,
                 clock,
                 sessions,
+                kv_locks: stdx::keyed_lock::KeyedLocks::default(),
             }),
         };
         domain::catalog::register_self(&state).await?;
@@ -145,6 +151,18 @@ impl State {
 
     pub(crate) fn storage(&self) -> &dyn Storage {
         self.inner.storage.as_ref()
+    }
+
+    /// Waits for the lock of KV key `key` in `namespace` (see `Inner::kv_locks`).
+    pub(crate) async fn lock_kv_key(
+        &self,
+        namespace: &str,
+        key: &str,
+    ) -> stdx::keyed_lock::KeyedGuard<'_> {
+        self.inner
+            .kv_locks
+            .lock(&format!("{namespace}\0{key}"))
+            .await
     }
 
     pub(crate) fn config(&self) -> &Config {

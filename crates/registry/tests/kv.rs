@@ -640,3 +640,30 @@ async fn kv_invalidation_releases_keys_in_other_namespaces() {
     response.assert_status(200);
     assert!(response.json()[0].get("Session").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_writers_of_one_key_all_succeed_and_the_last_write_is_read() {
+    // Consul's plain PUT never fails for contention: writers of one hot key queue.
+    let registry = Arc::new(TestRegistry::new().await);
+    let writers: Vec<_> = (0..64)
+        .map(|writer| {
+            let registry = registry.clone();
+            tokio::spawn(async move {
+                for round in 0..20 {
+                    let response = registry
+                        .put("/v1/kv/hot", format!("{writer}-{round}"))
+                        .await;
+                    response.assert_status(200);
+                    assert_eq!(response.json(), json!(true));
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let entry = entry(&registry, "hot").await.expect("the key");
+    let value =
+        String::from_utf8(BASE64.decode(entry["Value"].as_str().unwrap()).unwrap()).unwrap();
+    assert!(value.ends_with("-19"), "{value}");
+}

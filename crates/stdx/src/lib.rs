@@ -12,6 +12,7 @@
 //! - [`glob`]: `*` globs as ryanuber/go-glob matches them.
 //! - [`hash`]: FNV-1a 64, stable across processes.
 //! - [`multierror`]: several errors in one message, as go-multierror renders them.
+//! - [`keyed_lock`]: async locks per key, for read-then-compare-and-swap writers of one process.
 //!
 //! Where it sits: below every other crate; it depends on nothing of ours and on no HTTP crate.
 //!
@@ -23,6 +24,7 @@ pub mod duration;
 pub mod glob;
 pub mod hash;
 pub mod hex;
+pub mod keyed_lock;
 pub mod multierror;
 pub mod strconv;
 pub mod time;

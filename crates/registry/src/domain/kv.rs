@@ -12,8 +12,9 @@
 //! `LockIndex` (locks are advisory); neither release nor DELETE sets a lock-delay.
 //!
 //! Invariants: every write is one transaction guarded by the key's mod revision (and for acquire
-//! the session's), retried on a lost race up to [`MAX_ATTEMPTS`] times; an acquire or release
-//! writes or deletes the session's lock record in the same transaction.
+//! the session's), retried on a lost race up to [`MAX_ATTEMPTS`] times, under the key's lock on
+//! this server (`State::lock_kv_key`), so only writers on other servers can make it lose; an
+//! acquire or release writes or deletes the session's lock record in the same transaction.
 
 use storage::{Compare, Op, Txn};
 
@@ -58,6 +59,7 @@ async fn load_entry(state: &State, kv_key: &[u8]) -> Result<(Option<KvRecord>, u
 /// none): keeps the entry's session and lock index. `false` when the check failed.
 pub(crate) async fn put(state: &State, request: &Put<'_>, cas: Option<u64>) -> Result<bool, Error> {
     let kv_key = kv_store::kv_key(request.namespace, request.key);
+    let _key_lock = state.lock_kv_key(request.namespace, request.key).await;
     for _ in 0..MAX_ATTEMPTS {
         let (existing, revision) = load_entry(state, &kv_key).await?;
         if cas.is_some_and(|cas| cas != revision) {
@@ -91,6 +93,7 @@ pub(crate) async fn acquire(
     let kv_key = kv_store::kv_key(request.namespace, request.key);
     let delay_key = kv_store::lock_delay_key(request.namespace, request.key);
     let invalid = || Error::Invalid(format!("invalid session {session:?}"));
+    let _key_lock = state.lock_kv_key(request.namespace, request.key).await;
     for _ in 0..MAX_ATTEMPTS {
         // 1. A live lock-delay refuses before anything else.
         let mut txn = Txn::new();
@@ -147,6 +150,7 @@ pub(crate) async fn release(
 ) -> Result<bool, Error> {
     let kv_key = kv_store::kv_key(request.namespace, request.key);
     let id = parse_session_id(session).unwrap_or_else(|| session.to_owned());
+    let _key_lock = state.lock_kv_key(request.namespace, request.key).await;
     for _ in 0..MAX_ATTEMPTS {
         let (existing, revision) = load_entry(state, &kv_key).await?;
         let Some(entry) = existing else {
@@ -189,6 +193,7 @@ pub(crate) async fn delete(
     cas: Option<u64>,
 ) -> Result<bool, Error> {
     let kv_key = kv_store::kv_key(namespace, key);
+    let _key_lock = state.lock_kv_key(namespace, key).await;
     for _ in 0..MAX_ATTEMPTS {
         let (existing, revision) = load_entry(state, &kv_key).await?;
         let Some(entry) = existing else {
