@@ -403,7 +403,9 @@ fn list_is_empty(answer: &secrets_sdk::Response) -> bool {
 
 /// `application/json` exactly, as hvac needs.
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+    // `to_vec` writes straight into the buffer; `Display` would go through `fmt` per token.
+    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"null".to_vec());
+    let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -490,7 +492,9 @@ fn injects_top_level(path: &str) -> bool {
         .iter()
         .any(|route| match route.strip_suffix('*') {
             Some(stem) => path.starts_with(stem),
-            None => path == *route || path.starts_with(&format!("{route}/")),
+            None => path
+                .strip_prefix(route)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
         })
 }
 
