@@ -5,7 +5,8 @@
 //! never see ciphertext and never write those records in clear.
 //!
 //! The key: TFE's `encryption_password` ([`crate::Config::encryption_password`]) stretched with
-//! PBKDF2-HMAC-SHA256 ([`PBKDF2_ITERATIONS`]) over a random salt kept in the store at
+//! PBKDF2-HMAC-SHA256 ([`PBKDF2_ITERATIONS`] by default, the count recorded with the key) over a
+//! random salt kept in the store at
 //! [`key_record_key`] with a check value sealed under the key; without a password (`cairn dev`
 //! on a temporary store) a random key lives only in memory and the record says so, so a later
 //! start cannot read that store's credentials and says why (a later start of a store in which
@@ -296,7 +297,11 @@ impl Storage for SealedStorage {
 /// The cipher of the store at `raw` for `password` (see the module doc), creating the key
 /// record on a store's first start; a wrong password, or a store whose key was random, is an
 /// [`Error::Encryption`] saying what to do.
-pub(crate) async fn open(raw: &dyn Storage, password: Option<&str>) -> Result<Cipher, Error> {
+pub(crate) async fn open(
+    raw: &dyn Storage,
+    password: Option<&str>,
+    iterations: u32,
+) -> Result<Cipher, Error> {
     let record_key = key_record_key();
     for _ in 0..2 {
         let compare = match raw.get(&record_key).await? {
@@ -318,11 +323,12 @@ pub(crate) async fn open(raw: &dyn Storage, password: Option<&str>) -> Result<Ci
                 SystemRandom::new()
                     .fill(&mut salt)
                     .map_err(|_| Error::Internal("no randomness for a salt".to_owned()))?;
-                let cipher = Cipher::from_password(password, &salt, PBKDF2_ITERATIONS)?;
+                let iterations = iterations.max(1);
+                let cipher = Cipher::from_password(password, &salt, iterations)?;
                 let record = KeyRecord {
                     version: RECORD_VERSION,
                     kdf: Kdf::Pbkdf2HmacSha256,
-                    iterations: PBKDF2_ITERATIONS,
+                    iterations,
                     salt: STANDARD.encode(salt),
                     check: STANDARD.encode(cipher.seal(&record_key, CHECK_PLAINTEXT)?),
                 };
@@ -470,7 +476,7 @@ mod tests {
         raw.put(b"platform/site-settings/smtp", b"{\"password\":\"old\"}")
             .await
             .unwrap();
-        let cipher = open(raw.as_ref(), None).await.unwrap();
+        let cipher = open(raw.as_ref(), None, PBKDF2_ITERATIONS).await.unwrap();
         let view = SealedStorage::new(Arc::clone(&raw), cipher);
         assert_eq!(
             view.get(b"platform/site-settings/smtp")
@@ -510,11 +516,40 @@ mod tests {
     async fn a_random_key_store_refuses_a_later_start_once_it_sealed_something() {
         let raw: Arc<dyn Storage> = Arc::new(MemStorage::new());
         // Nothing sealed yet: a later start replaces the lost key.
-        open(raw.as_ref(), None).await.unwrap();
-        let cipher = open(raw.as_ref(), None).await.unwrap();
+        open(raw.as_ref(), None, PBKDF2_ITERATIONS).await.unwrap();
+        let cipher = open(raw.as_ref(), None, PBKDF2_ITERATIONS).await.unwrap();
         let view = SealedStorage::new(Arc::clone(&raw), cipher);
         view.put(b"platform/url-signing-key", b"{}").await.unwrap();
-        let err = open(raw.as_ref(), None).await.unwrap_err();
+        let err = open(raw.as_ref(), None, PBKDF2_ITERATIONS)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("random key"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_iteration_count_of_the_first_start_is_recorded_and_used_by_later_ones() {
+        let raw: Arc<dyn Storage> = Arc::new(MemStorage::new());
+        let first = open(raw.as_ref(), Some("dev-random-password"), 1)
+            .await
+            .unwrap();
+        let stored = raw.get(&key_record_key()).await.unwrap().unwrap();
+        let record: KeyRecord = crate::store::decode(&stored.key, &stored.value).unwrap();
+        assert_eq!(record.iterations, 1);
+        let view = SealedStorage::new(Arc::clone(&raw), first);
+        view.put(b"platform/url-signing-key", b"{\"k\":1}")
+            .await
+            .unwrap();
+        // A later start with the default count still opens it: the record's count is used.
+        let again = open(raw.as_ref(), Some("dev-random-password"), PBKDF2_ITERATIONS)
+            .await
+            .unwrap();
+        let view = SealedStorage::new(Arc::clone(&raw), again);
+        let read = view
+            .get(b"platform/url-signing-key")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.value, b"{\"k\":1}");
+        assert!(open(raw.as_ref(), Some("wrong"), 1).await.is_err());
     }
 }
