@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ha_support::{agreed_leader, eventually, get_json, init, is_active, send_json, unseal};
+use ha_support::{
+    agreed_leader, eventually, get_json, init, is_active, role_exists, send_json, unseal,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::{Cairn, http};
@@ -141,35 +143,6 @@ async fn a_ttl_check_passed_through_the_standby_stays_passing_on_the_leader() {
     );
     a.stop().await;
     b.stop().await;
-}
-
-/// One SQL query through `psql` as `postgres` on 127.0.0.1:5432, database `test`.
-fn psql(sql: &str) -> String {
-    let out = std::process::Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "test",
-            "-tAc",
-            sql,
-        ])
-        .output()
-        .expect("the psql client");
-    assert!(
-        out.status.success(),
-        "psql: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn role_exists(name: &str) -> bool {
-    psql(&format!(
-        "SELECT count(*) FROM pg_roles WHERE rolname = '{name}'"
-    )) == "1"
 }
 
 /// Mounts `database/` through `server` (PostgreSQL, role `short` with 15 s leases) and reads a

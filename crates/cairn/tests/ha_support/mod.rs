@@ -147,3 +147,33 @@ pub(crate) async fn is_active(server: &Cairn) -> bool {
     let (status, body) = get_json(&server.url("secrets", "/v1/sys/leader"), None).await;
     status == 200 && body["is_self"] == true
 }
+
+/// One SQL query through `psql` as `postgres` on 127.0.0.1:5432, database `test`.
+pub(crate) fn psql(sql: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-tAc",
+            sql,
+        ])
+        .output()
+        .expect("the psql client");
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Whether PostgreSQL has a role named `name`.
+pub(crate) fn role_exists(name: &str) -> bool {
+    psql(&format!(
+        "SELECT count(*) FROM pg_roles WHERE rolname = '{name}'"
+    )) == "1"
+}
