@@ -103,7 +103,7 @@ pub(super) fn apply(draft: &mut Draft, command: &Command, now: i64) -> Result<Ou
             }
             Ok(Outcome::Done)
         }
-        Command::Gc(pass) => super::gc::collect(draft, pass),
+        Command::Gc(pass) => super::gc::collect(draft, pass).map(Outcome::Gc),
     }
 }
 

@@ -27,7 +27,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::draft::Draft;
-use super::fsm::Outcome;
 use crate::Error;
 use crate::structs::*;
 
@@ -107,7 +106,8 @@ fn alloc_collectable(pass: &GcPass, alloc: &Allocation, job: Option<&Job>, thres
     !(job_live && may_reschedule)
 }
 
-pub(super) fn collect(draft: &mut Draft, pass: &GcPass) -> Result<Outcome, Error> {
+/// Removes what `pass` may collect from `draft`; what went is the command's answer.
+pub(super) fn collect(draft: &mut Draft, pass: &GcPass) -> Result<GcReport, Error> {
     let mut report = GcReport::default();
     collect_jobs(draft, pass, &mut report)?;
     collect_evals(draft, pass, &mut report)?;
@@ -117,7 +117,7 @@ pub(super) fn collect(draft: &mut Draft, pass: &GcPass) -> Result<Outcome, Error
     if report.total() > 0 {
         tracing::debug!(?report, force = pass.force, "scheduler garbage collected");
     }
-    Ok(Outcome::Gc(report))
+    Ok(report)
 }
 
 /// Dead jobs older than the job threshold, with everything of theirs.
