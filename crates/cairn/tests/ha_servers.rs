@@ -8,76 +8,15 @@
 //! addresses); the prefix is unique per run (`cairn-test/ha-<pid>-<nanos>/`), so runs never see
 //! each other's keys.
 
+mod ha_support;
 #[allow(dead_code, reason = "shared with cli.rs; this binary uses part of it")]
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+use ha_support::{eventually, get_json, start};
 use serde_json::{Value, json};
 use support::{Cairn, http};
-
-fn etcd_endpoint() -> String {
-    std::env::var("CAIRN_ETCD_ENDPOINTS")
-        .ok()
-        .and_then(|list| list.split(',').next().map(str::to_owned))
-        .unwrap_or_else(|| "127.0.0.1:2379".to_owned())
-}
-
-fn unique_prefix() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("cairn-test/ha-{}-{nanos}/", std::process::id())
-}
-
-/// A server config: secrets and registry (ACL off) on port 0, the store on etcd.
-fn write_config(dir: &Path, prefix: &str) -> String {
-    let path = dir.join("cairn.hcl");
-    let text = format!(
-        "data_dir = \"{data}\"\n\
-         secrets {{ address = \"127.0.0.1:0\" }}\n\
-         registry {{\n  address = \"127.0.0.1:0\"\n  acl {{ enabled = false }}\n}}\n\
-         storage \"etcd\" {{\n  endpoints = [\"{endpoint}\"]\n  prefix = \"{prefix}\"\n}}\n",
-        data = dir.join("data").display(),
-        endpoint = etcd_endpoint(),
-    );
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
-async fn start(dir: &Path, prefix: &str) -> Cairn {
-    let config = write_config(dir, prefix);
-    Cairn::start(&["server", "--config", &config]).await
-}
-
-/// Polls `check` every 50 ms until it returns `Some`; fails after `limit`.
-async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn get_json(url: &str, token: Option<&str>) -> (u16, Value) {
-    let mut request = http().get(url);
-    if let Some(token) = token {
-        request = request.header("X-Vault-Token", token);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let body = response.json().await.unwrap_or(Value::Null);
-    (status, body)
-}
 
 async fn send(method: reqwest::Method, url: &str, token: &str, body: Value) -> u16 {
     http()
@@ -104,7 +43,7 @@ async fn agreed_registry_leader(a: &Cairn, b: &Cairn) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_on_etcd_share_state_agree_on_the_leader_and_fail_over() {
-    let prefix = unique_prefix();
+    let prefix = ha_support::unique_prefix("ha");
     let dir_a = tempfile::tempdir().unwrap();
     let dir_b = tempfile::tempdir().unwrap();
     let a = start(dir_a.path(), &prefix).await;
@@ -371,7 +310,7 @@ async fn two_servers_on_etcd_share_state_agree_on_the_leader_and_fail_over() {
 /// kept alive by those renewals on the leader (which alone reaps), and reaped once they stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_created_and_renewed_on_the_standby_lives_by_its_renewals() {
-    let prefix = unique_prefix();
+    let prefix = ha_support::unique_prefix("ha");
     let dir_a = tempfile::tempdir().unwrap();
     let dir_b = tempfile::tempdir().unwrap();
     let a = start(dir_a.path(), &prefix).await;
