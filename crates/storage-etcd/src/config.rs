@@ -13,6 +13,8 @@
 //!     key  = "/etc/cairn/etcd-client-key.pem"
 //!   }
 //!   history_retention = 10000     # optional; 0 leaves compaction to etcd's operator
+//!   max_txn_ops       = 128       # optional: etcd's --max-txn-ops as the cluster runs it
+//!   max_request_bytes = 1572864   # optional: etcd's --max-request-bytes as the cluster runs it
 //! }
 //! ```
 //!
@@ -41,6 +43,12 @@ pub struct EtcdBlock {
     pub tls: Option<TlsBlock>,
     #[serde(default)]
     pub history_retention: Option<u64>,
+    /// etcd's `--max-txn-ops` as the cluster runs it (default etcd's 128).
+    #[serde(default)]
+    pub max_txn_ops: Option<usize>,
+    /// etcd's `--max-request-bytes` as the cluster runs it (default etcd's 1.5 MiB).
+    #[serde(default)]
+    pub max_request_bytes: Option<usize>,
 }
 
 /// `tls { ca, cert, key }`.
@@ -100,6 +108,24 @@ impl EtcdBlock {
             Some(0) => None,
             Some(retention) => Some(retention),
         };
+        let max_txn_ops = self.max_txn_ops.unwrap_or(crate::DEFAULT_MAX_TXN_OPS);
+        if max_txn_ops < crate::MIN_MAX_TXN_OPS {
+            return Err(format!(
+                "storage \"etcd\": max_txn_ops must be at least {} (etcd's --max-txn-ops; its default is {})",
+                crate::MIN_MAX_TXN_OPS,
+                crate::DEFAULT_MAX_TXN_OPS
+            ));
+        }
+        let max_request_bytes = self
+            .max_request_bytes
+            .unwrap_or(crate::DEFAULT_MAX_REQUEST_BYTES);
+        if max_request_bytes < crate::MIN_MAX_REQUEST_BYTES {
+            return Err(format!(
+                "storage \"etcd\": max_request_bytes must be at least {} (etcd's --max-request-bytes; its default is {})",
+                crate::MIN_MAX_REQUEST_BYTES,
+                crate::DEFAULT_MAX_REQUEST_BYTES
+            ));
+        }
         Ok(EtcdConfig {
             endpoints,
             prefix: self.prefix,
@@ -107,6 +133,8 @@ impl EtcdBlock {
             password: self.password,
             tls,
             history_retention,
+            max_txn_ops,
+            max_request_bytes,
         })
     }
 }
@@ -145,6 +173,8 @@ mod tests {
                 key = "client-key.pem"
               }
               history_retention = 500
+              max_txn_ops = 1000
+              max_request_bytes = 10485760
             }
             "#,
         )
@@ -156,11 +186,24 @@ mod tests {
             !format!("{config:?}").contains("secret"),
             "password redacted"
         );
-        let tls = config.tls.expect("tls");
+        let tls = config.tls.clone().expect("tls");
         assert_eq!(tls.ca, Some(PathBuf::from("/etc/cairn/ca.pem")));
         assert_eq!(tls.cert, Some(PathBuf::from("/abs/client.pem")));
         assert_eq!(tls.key, Some(PathBuf::from("/etc/cairn/client-key.pem")));
         assert_eq!(config.history_retention, Some(500));
+        assert_eq!(config.max_txn_ops, 1000);
+        assert_eq!(config.max_request_bytes, 10_485_760);
+        let limits = config.txn_limits();
+        assert_eq!(limits.max_ops, 998);
+        assert!(limits.max_bytes < 10_485_760 && limits.max_bytes > 10_000_000);
+    }
+
+    #[test]
+    fn the_transaction_limits_default_to_etcds_defaults() {
+        let config = parse("storage \"etcd\" {\n endpoints = [\"a:1\"]\n prefix = \"p/\"\n}")
+            .expect("valid");
+        assert_eq!(config.max_txn_ops, 128);
+        assert_eq!(config.max_request_bytes, 1_572_864);
     }
 
     #[test]
@@ -194,6 +237,14 @@ mod tests {
             (
                 "endpoints = [\"a:1\"]\n prefix = \"p/\"\n endpoint = \"x\"",
                 "endpoint",
+            ),
+            (
+                "endpoints = [\"a:1\"]\n prefix = \"p/\"\n max_txn_ops = 4",
+                "max_txn_ops must be at least 16",
+            ),
+            (
+                "endpoints = [\"a:1\"]\n prefix = \"p/\"\n max_request_bytes = 1000",
+                "max_request_bytes must be at least",
             ),
         ] {
             let err = parse(&format!("storage \"etcd\" {{\n {text}\n}}")).expect_err(text);

@@ -72,7 +72,27 @@ pub struct EtcdConfig {
     /// Compact etcd to `revision - retention` as writes go by; `None` leaves compaction to
     /// etcd's operator (its `--auto-compaction-*` flags).
     pub history_retention: Option<u64>,
+    /// etcd's `--max-txn-ops` (operations per level of one transaction), as the cluster runs it.
+    pub max_txn_ops: usize,
+    /// etcd's `--max-request-bytes` (bytes of one request), as the cluster runs it.
+    pub max_request_bytes: usize,
 }
+
+/// etcd's default `--max-txn-ops`.
+pub const DEFAULT_MAX_TXN_OPS: usize = 128;
+
+/// etcd's default `--max-request-bytes` (1.5 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1_572_864;
+
+/// The smallest `max_txn_ops` the store works with (tidies and nested deletes need a few).
+pub const MIN_MAX_TXN_OPS: usize = 16;
+
+/// The smallest `max_request_bytes` the store works with.
+pub const MIN_MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Bytes of an etcd request kept for what [`storage::TxnLimits`] does not count (the raft
+/// request's header, the transaction's own framing, the scheduler's fence).
+const REQUEST_HEADROOM: usize = 4096;
 
 impl fmt::Debug for EtcdConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -83,6 +103,8 @@ impl fmt::Debug for EtcdConfig {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("tls", &self.tls)
             .field("history_retention", &self.history_retention)
+            .field("max_txn_ops", &self.max_txn_ops)
+            .field("max_request_bytes", &self.max_request_bytes)
             .finish()
     }
 }
@@ -98,6 +120,24 @@ impl EtcdConfig {
             password: None,
             tls: None,
             history_retention: Some(storage::DEFAULT_HISTORY_RETENTION),
+            max_txn_ops: DEFAULT_MAX_TXN_OPS,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+        }
+    }
+
+    /// What one cairn transaction may carry under these etcd limits. A cairn `Delete` is a
+    /// nested etcd transaction (`if exists { delete; put tombstone }`), and etcd gives a nested
+    /// transaction only the operations its parent level leaves (`max_txn_ops - opc`), so two
+    /// operations per level are kept for it; each key carries the prefix and the longest
+    /// subspace name (`tomb/`) and its protobuf framing.
+    pub fn txn_limits(&self) -> storage::TxnLimits {
+        storage::TxnLimits {
+            max_ops: self.max_txn_ops.saturating_sub(2).max(1),
+            max_bytes: self
+                .max_request_bytes
+                .saturating_sub(REQUEST_HEADROOM)
+                .max(1),
+            key_overhead: self.prefix.len() + "tomb/".len() + 8,
         }
     }
 }
@@ -201,6 +241,8 @@ pub struct EtcdStorage {
     retention: Option<u64>,
     /// The highest revision this process compacted etcd to.
     compacted_to: AtomicI64,
+    /// What one transaction may carry (from the configured etcd limits).
+    limits: storage::TxnLimits,
     closed: AtomicBool,
     /// Cancelled by `close`: ends every watch stream.
     shutdown: CancellationToken,
@@ -260,6 +302,7 @@ impl EtcdStorage {
             birth,
             retention: config.history_retention.filter(|retention| *retention > 0),
             compacted_to: AtomicI64::new(0),
+            limits: config.txn_limits(),
             closed: AtomicBool::new(false),
             shutdown: CancellationToken::new(),
         })
@@ -712,5 +755,9 @@ impl Storage for EtcdStorage {
         self.closed.store(true, Ordering::Release);
         self.shutdown.cancel();
         Ok(())
+    }
+
+    fn txn_limits(&self) -> storage::TxnLimits {
+        self.limits
     }
 }

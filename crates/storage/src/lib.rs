@@ -181,6 +181,84 @@ pub struct TxnResult {
     pub revision: Revision,
 }
 
+/// How much one transaction may carry on a backend (etcd's request limits); a larger one fails
+/// with [`Error::Backend`]. The embedded backends have none ([`TxnLimits::UNBOUNDED`]).
+///
+/// Callers that may write large transactions (the scheduler's state writer) ask
+/// [`Storage::txn_limits`] and split their writes with [`TxnLimits::fits`]. The byte count is an
+/// upper bound of what the backend sends, computed here from each operation's key and value
+/// and the backend's per-key overhead: a delete counts its key three times (a backend may
+/// check, delete and tombstone it). A `DeleteRange` counts as one operation and its keys are
+/// not counted: a caller deleting ranges must leave room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnLimits {
+    /// Most operations in one branch (and most compares) of one transaction.
+    pub max_ops: usize,
+    /// Most bytes of one transaction, as [`TxnLimits::op_bytes`] and
+    /// [`TxnLimits::compare_bytes`] count them.
+    pub max_bytes: usize,
+    /// Bytes the backend adds to every key it sends (its prefix, its framing).
+    pub key_overhead: usize,
+}
+
+impl TxnLimits {
+    /// No limit at all.
+    pub const UNBOUNDED: TxnLimits = TxnLimits {
+        max_ops: usize::MAX,
+        max_bytes: usize::MAX,
+        key_overhead: 0,
+    };
+
+    /// Framing counted for each operation and compare, beyond its key and value.
+    const OP_FRAMING: usize = 16;
+
+    /// Whether this is [`TxnLimits::UNBOUNDED`] (or as large).
+    pub fn is_unbounded(&self) -> bool {
+        self.max_ops == usize::MAX && self.max_bytes == usize::MAX
+    }
+
+    /// An upper bound of the bytes `op` adds to a transaction.
+    pub fn op_bytes(&self, op: &Op) -> usize {
+        let key = |key: &[u8]| key.len().saturating_add(self.key_overhead);
+        let bytes = match op {
+            Op::Put { key: k, value } => key(k).saturating_add(value.len()),
+            Op::Delete { key: k } => key(k).saturating_mul(3),
+            Op::DeleteRange(range) => key(&range.start).saturating_add(key(&range.end)),
+        };
+        bytes.saturating_add(Self::OP_FRAMING)
+    }
+
+    /// An upper bound of the bytes `compare` adds to a transaction.
+    pub fn compare_bytes(&self, compare: &Compare) -> usize {
+        compare
+            .key()
+            .len()
+            .saturating_add(self.key_overhead)
+            .saturating_add(Self::OP_FRAMING)
+    }
+
+    /// The bytes of a whole transaction, as counted against [`TxnLimits::max_bytes`].
+    pub fn txn_bytes(&self, txn: &Txn) -> usize {
+        let compares = txn.compares.iter().map(|c| self.compare_bytes(c));
+        let ops = txn
+            .success
+            .iter()
+            .chain(&txn.failure)
+            .map(|op| self.op_bytes(op));
+        compares.chain(ops).fold(0, usize::saturating_add)
+    }
+
+    /// Whether `txn` is within these limits.
+    pub fn fits(&self, txn: &Txn) -> bool {
+        let ops = txn
+            .compares
+            .len()
+            .max(txn.success.len())
+            .max(txn.failure.len());
+        ops <= self.max_ops && self.txn_bytes(txn) <= self.max_bytes
+    }
+}
+
 /// The answer to a scan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScanResult {
@@ -275,6 +353,11 @@ pub trait Storage: Send + Sync + fmt::Debug + 'static {
 
     /// Flushes and closes the store; later calls fail with [`Error::Closed`].
     async fn close(&self) -> Result<()>;
+
+    /// How much one transaction may carry here; unbounded unless the backend says otherwise.
+    fn txn_limits(&self) -> TxnLimits {
+        TxnLimits::UNBOUNDED
+    }
 }
 
 /// Convenience methods for services; implemented for every `Storage`.
