@@ -21,6 +21,8 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::typed::PageLinks;
+
 /// The default `page[size]` of every list in the spec.
 pub const DEFAULT_PAGE_SIZE: u64 = 20;
 /// The largest `page[size]` honoured; larger values are clamped.
@@ -132,43 +134,59 @@ impl Page {
         extra: &[(String, String)],
         total: u64,
     ) -> BTreeMap<String, Value> {
-        let meta = self.meta(total);
-        let link = |number: u64| {
-            let mut query: Vec<(&str, String)> = extra
-                .iter()
-                .filter(|(key, _)| key != "page[number]" && key != "page[size]")
-                .map(|(key, value)| (key.as_str(), value.clone()))
-                .collect();
-            query.push(("page[number]", number.to_string()));
-            query.push(("page[size]", self.size.to_string()));
-            let encoded: Vec<String> = query
-                .iter()
-                .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
-                .collect();
-            Value::String(format!("{base}?{}", encoded.join("&")))
-        };
-        let optional = |number: Option<u64>| number.map_or(Value::Null, link);
+        let links = self.page_links(base, extra, total);
+        let optional = |link: Option<String>| link.map_or(Value::Null, Value::String);
         BTreeMap::from([
-            ("self".to_owned(), link(self.number)),
-            ("first".to_owned(), link(1)),
-            ("prev".to_owned(), optional(meta.prev_page)),
-            ("next".to_owned(), optional(meta.next_page)),
-            ("last".to_owned(), link(meta.total_pages)),
+            ("self".to_owned(), Value::String(links.this)),
+            ("first".to_owned(), Value::String(links.first)),
+            ("prev".to_owned(), optional(links.prev)),
+            ("next".to_owned(), optional(links.next)),
+            ("last".to_owned(), Value::String(links.last)),
         ])
+    }
+
+    /// [`Page::links`] as a typed [`PageLinks`] (for [`ListDocument`](crate::ListDocument)).
+    pub fn page_links(&self, base: &str, extra: &[(String, String)], total: u64) -> PageLinks {
+        let meta = self.meta(total);
+        // The query without the page: encoded once, shared by the five links.
+        let mut kept = String::new();
+        for (key, value) in extra
+            .iter()
+            .filter(|(key, _)| key != "page[number]" && key != "page[size]")
+        {
+            encode_into(&mut kept, key);
+            kept.push('=');
+            encode_into(&mut kept, value);
+            kept.push('&');
+        }
+        let link = |number: u64| {
+            format!(
+                "{base}?{kept}page%5Bnumber%5D={number}&page%5Bsize%5D={}",
+                self.size
+            )
+        };
+        PageLinks {
+            this: link(self.number),
+            first: link(1),
+            prev: meta.prev_page.map(link),
+            next: meta.next_page.map(link),
+            last: link(meta.total_pages),
+        }
     }
 }
 
-/// Percent-encodes everything but unreserved characters (so `[` is `%5B`).
-fn encode(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
+/// Appends `raw` percent-encoded: everything but unreserved characters (so `[` is `%5B`).
+fn encode_into(out: &mut String, raw: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for byte in raw.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
             out.push(byte as char);
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
     }
-    out
 }
 
 #[cfg(test)]

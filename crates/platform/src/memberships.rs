@@ -27,15 +27,18 @@
 //! - A list page reads what the page needs: without `q` and `filter[email]`, the maintained
 //!   status counts and a window of the ordered keys; with `filter[email]`, one lookup per
 //!   address; only `q` (a substring) reads every membership, a chunk at a time, keeping the page.
+//!   The page is rendered from typed views (`views::memberships::MembershipView`) straight to
+//!   bytes, not through `jsonapi::Resource` maps.
 
 use axum::extract::{Path, State as AxumState};
 use axum::response::Response;
-use jsonapi::{Document, Resource};
+use jsonapi::{Document, ListDocument, ListMeta, Resource};
+use serde::Serialize;
 use serde_json::json;
 use storage::{Compare, Op, Txn};
 
 use crate::auth::{Caller, OrgAccess};
-use crate::render::{JsonApi, no_content, page_document};
+use crate::render::{JsonApi, no_content};
 use crate::request::{Body, Query};
 use crate::store::memberships::{
     MembershipRecord, MembershipStatus, StatusCounts, count_change, create_ops, load_counts,
@@ -51,38 +54,61 @@ use crate::store::users::{
     UserRecord, create_user_ops, email_key, load_user, load_user_by_email, user_key,
 };
 use crate::store::{MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, list_suffixes};
-use crate::views::memberships::membership_resource;
+use crate::views::memberships::{MembershipView, membership_resource};
 use crate::views::teams::{TeamView, team_resource};
 use crate::views::users::user_resource;
 use crate::{Error, State, ids, organizations};
 
 const INCLUDES: &[&str] = &["user", "teams"];
 
-/// Renders memberships with their teams, adding `include`d users and teams to `document`.
+/// Renders memberships with their teams, and the `include`d users and teams.
 async fn render_memberships(
     state: &State,
     memberships: &[&MembershipRecord],
     includes: &[String],
 ) -> Result<(Vec<Resource>, Vec<Resource>), Error> {
-    let mut resources = Vec::with_capacity(memberships.len());
-    let mut included = Vec::new();
+    let resources = memberships
+        .iter()
+        .map(|membership| membership_resource(membership, &membership.team_ids))
+        .collect();
+    let included = render_included(state, memberships, includes).await?;
+    Ok((resources, included))
+}
+
+/// The `include`d users and teams of `memberships`, each `(type, id)` once.
+async fn render_included(
+    state: &State,
+    memberships: &[&MembershipRecord],
+    includes: &[String],
+) -> Result<Vec<Resource>, Error> {
+    let mut included: Vec<Resource> = Vec::new();
     let include_user = includes.iter().any(|name| name == "user");
     let include_teams = includes.iter().any(|name| name == "teams");
-    for membership in memberships {
-        let team_ids = &membership.team_ids;
-        resources.push(membership_resource(membership, team_ids));
-        if include_user && let Some(user) = load_user(state.storage(), &membership.user_id).await? {
+    if !include_user && !include_teams {
+        return Ok(included);
+    }
+    let seen = |included: &[Resource], kind: &str, id: &str| {
+        included.iter().any(|r| r.kind == kind && r.id == id)
+    };
+    for membership in memberships.iter().copied() {
+        if include_user
+            && !seen(&included, "users", &membership.user_id)
+            && let Some(user) = load_user(state.storage(), &membership.user_id).await?
+        {
             included.push(user_resource(&user.record));
         }
         if include_teams {
-            for team_id in team_ids {
+            for team_id in &membership.team_ids {
+                if seen(&included, "teams", team_id) {
+                    continue;
+                }
                 if let Some(team) = load_team(state.storage(), team_id).await? {
                     included.push(team_stub(state, team.record).await?);
                 }
             }
         }
     }
-    Ok((resources, included))
+    Ok(included)
 }
 
 /// A team as included in a membership document (permissions as an organization member sees
@@ -378,19 +404,43 @@ pub(crate) async fn list_memberships(
         (_, Some(emails)) => list_by_emails(&state, &name, &search, emails, page).await?,
         (Some(_), None) => list_by_search(&state, &name, &search, page).await?,
     };
+    // Typed rendering straight to bytes: no `Resource` maps for the page (the hot path).
     let on_page: Vec<&MembershipRecord> = listed.page.iter().collect();
-    let (resources, included) = render_memberships(&state, &on_page, &includes).await?;
+    let included = render_included(&state, &on_page, &includes).await?;
+    let views: Vec<MembershipView<'_>> = listed.page.iter().map(MembershipView::new).collect();
     let path = format!("/api/v2/organizations/{name}/organization-memberships");
+    let total = listed.total as u64;
     let counts = listed.counts;
-    let document = page_document(page, listed.total, resources, &path, &query).with_meta(
-        "status-counts",
-        json!({
-            "total": counts.total(),
-            "active": counts.of(MembershipStatus::Active),
-            "invited": counts.of(MembershipStatus::Invited),
-        }),
-    );
-    Ok(JsonApi::ok(document_with(document, included)))
+    let document = ListDocument {
+        data: &views,
+        included: &included,
+        links: page.page_links(&path, query.pairs(), total),
+        meta: ListMeta {
+            pagination: page.meta(total),
+            extra: CountsMeta {
+                status_counts: CountsView {
+                    total: counts.total(),
+                    active: counts.of(MembershipStatus::Active),
+                    invited: counts.of(MembershipStatus::Invited),
+                },
+            },
+        },
+    };
+    Ok(JsonApi::ok_json(document.to_json()))
+}
+
+/// A membership list's own `meta` member: `status-counts`.
+#[derive(Debug, Serialize)]
+struct CountsMeta {
+    #[serde(rename = "status-counts")]
+    status_counts: CountsView,
+}
+
+#[derive(Debug, Serialize)]
+struct CountsView {
+    total: usize,
+    active: usize,
+    invited: usize,
 }
 
 /// The filters of a membership list besides paging.

@@ -1,4 +1,5 @@
-//! Writing responses: [`JsonApi`] (a document with `Content-Type: application/vnd.api+json`),
+//! Writing responses: [`JsonApi`] (a document with `Content-Type: application/vnd.api+json`,
+//! built as a `jsonapi::Document` or already serialized from typed resources, [`Rendered`]),
 //! [`no_content`], and [`paged`] / [`page_document`] (slice a sorted list and add `meta.pagination` and `links`).
 //!
 //! Where it sits: the last line of every handler that answers a document. Views (record →
@@ -17,7 +18,15 @@ use crate::request::Query;
 #[derive(Debug)]
 pub(crate) struct JsonApi {
     pub(crate) status: StatusCode,
-    pub(crate) document: Document,
+    pub(crate) body: Rendered,
+}
+
+/// What a [`JsonApi`] answers with: a document, or one already serialized from typed
+/// resources (`jsonapi::ListDocument`).
+#[derive(Debug)]
+pub(crate) enum Rendered {
+    Document(Document),
+    Json(Vec<u8>),
 }
 
 impl JsonApi {
@@ -25,7 +34,15 @@ impl JsonApi {
     pub(crate) fn ok(document: Document) -> JsonApi {
         JsonApi {
             status: StatusCode::OK,
-            document,
+            body: Rendered::Document(document),
+        }
+    }
+
+    /// 200 with a document serialized already.
+    pub(crate) fn ok_json(json: Vec<u8>) -> JsonApi {
+        JsonApi {
+            status: StatusCode::OK,
+            body: Rendered::Json(json),
         }
     }
 
@@ -33,14 +50,18 @@ impl JsonApi {
     pub(crate) fn created(document: Document) -> JsonApi {
         JsonApi {
             status: StatusCode::CREATED,
-            document,
+            body: Rendered::Document(document),
         }
     }
 }
 
 impl IntoResponse for JsonApi {
     fn into_response(self) -> Response {
-        let mut response = (self.status, self.document.to_json()).into_response();
+        let json = match self.body {
+            Rendered::Document(document) => document.to_json(),
+            Rendered::Json(json) => json,
+        };
+        let mut response = (self.status, json).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static(jsonapi::MEDIA_TYPE),

@@ -10,6 +10,8 @@
 //!   its mod revision: the queue of one workspace (`active_run_id`, `current_run_id`,
 //!   `latest_run_id`) changes one transaction at a time.
 //! - Lists are newest first, in creation order (`store/runs.rs`), never by timestamp alone.
+//!   Without a filter a page reads the workspace's run index and the page's runs only; a
+//!   filter (status, source, operation) reads every run of the workspace.
 //! - A run is created only from an `uploaded` configuration version of its workspace (422
 //!   otherwise, naming the relationship); a speculative version makes a plan-only run.
 //! - Creating a run needs `manage-workspaces` and a user or team token; reading needs
@@ -294,38 +296,45 @@ pub(crate) async fn list_runs(
     let operations: Option<Vec<&str>> = query
         .filter("operation")
         .map(|raw| raw.split(',').map(str::trim).collect());
-    let mut runs = Vec::new();
-    for id in load_workspace_run_ids(state.storage(), &workspace_id)
-        .await?
-        .iter()
-        .rev()
-    {
-        let Some(run) = load_run(state.storage(), id).await? else {
-            continue;
-        };
-        let run = run.record;
-        let operation = if run.is_destroy {
-            "destroy"
-        } else if run.plan_only {
-            "plan_only"
-        } else if run.refresh_only {
-            "refresh_only"
-        } else {
-            "plan_and_apply"
-        };
-        let keep = statuses
-            .as_ref()
-            .is_none_or(|s| s.contains(&run.status.as_str()))
-            && sources
+    let filtered = statuses.is_some() || sources.is_some() || operations.is_some();
+    // Newest first: the index in creation order, reversed (ids only; no run is decoded here).
+    let mut ids = load_workspace_run_ids(state.storage(), &workspace_id).await?;
+    ids.reverse();
+    let (total, page_runs) = if filtered {
+        // A filter reads each run (status, source and operation live in the record).
+        let mut runs = Vec::new();
+        for id in &ids {
+            let Some(run) = load_run(state.storage(), id).await? else {
+                continue;
+            };
+            let run = run.record;
+            let keep = statuses
                 .as_ref()
-                .is_none_or(|s| s.contains(&run.source.as_str()))
-            && operations.as_ref().is_none_or(|o| o.contains(&operation));
-        if keep {
-            runs.push(run);
+                .is_none_or(|s| s.contains(&run.status.as_str()))
+                && sources
+                    .as_ref()
+                    .is_none_or(|s| s.contains(&run.source.as_str()))
+                && operations
+                    .as_ref()
+                    .is_none_or(|o| o.contains(&operation_of(&run)));
+            if keep {
+                runs.push(run);
+            }
         }
-    }
-    let total = runs.len() as u64;
-    let page_runs = &runs[page.range(runs.len())];
+        let range = page.range(runs.len());
+        (runs.len(), runs.drain(range).collect::<Vec<_>>())
+    } else {
+        // No filter: only the page's runs are read.
+        let mut runs = Vec::new();
+        for id in &ids[page.range(ids.len())] {
+            if let Some(run) = load_run(state.storage(), id).await? {
+                runs.push(run.record);
+            }
+        }
+        (ids.len(), runs)
+    };
+    let total = total as u64;
+    let page_runs = &page_runs;
     let mut document = Document::many(
         page_runs
             .iter()
@@ -342,6 +351,19 @@ pub(crate) async fn list_runs(
         add_includes(&state, &mut document, &caller, &access, run, &includes).await?;
     }
     Ok(JsonApi::ok(document))
+}
+
+/// A run's `filter[operation]` name.
+fn operation_of(run: &RunRecord) -> &'static str {
+    if run.is_destroy {
+        "destroy"
+    } else if run.plan_only {
+        "plan_only"
+    } else if run.refresh_only {
+        "refresh_only"
+    } else {
+        "plan_and_apply"
+    }
 }
 
 /// `POST /api/v2/runs/:id/actions/apply`: 202; 409 unless the run waits for confirmation.

@@ -13,6 +13,8 @@
 //!   members; an invited user's teams take effect when the invitation is accepted.
 //! - A secret team is seen only by its members and by callers who manage teams or membership
 //!   or have `access-secret-teams`; anyone else gets 404.
+//! - A list page reads the name index and the page's teams when the caller sees every team
+//!   (`can_see_secret_teams`), and every team record otherwise (visibility is in the record).
 //! - Managing teams needs `manage-teams` (or ownership, or the organization token); changing
 //!   who is in a team needs `manage-membership` (the spec's membership rule).
 
@@ -31,8 +33,8 @@ use crate::store::memberships::{
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
     OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_op, delete_team_ops, load_team,
-    load_team_member_ids, load_teams, org_team_key, remove_member_op, team_key, team_member_key,
-    team_name_key,
+    load_team_member_ids, load_team_names, load_teams, org_team_key, remove_member_op, team_key,
+    team_member_key, team_name_key,
 };
 use crate::store::users::load_user_by_username;
 use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, put};
@@ -126,28 +128,50 @@ pub(crate) async fn list_teams(
         .filter("names")
         .map(|raw| raw.split(',').map(|n| n.trim().to_lowercase()).collect());
     let needle = query.get("q").map(str::to_lowercase);
-    let mut views = Vec::new();
-    for team in load_teams(state.storage(), &name).await? {
-        let lower = team.name.to_lowercase();
-        let wanted = team_visible(&access, &team)
-            && names.as_ref().is_none_or(|names| names.contains(&lower))
+    let wanted = |lower: &str| {
+        names
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|name| name == lower))
             && needle
                 .as_ref()
-                .is_none_or(|needle| lower.contains(needle.as_str()));
-        if wanted {
-            views.push(team);
+                .is_none_or(|needle| lower.contains(needle.as_str()))
+    };
+    let (total, page_teams) = if access.can_see_secret_teams() {
+        // Every team is visible: filter and page the name index, read the page's teams only.
+        let matching: Vec<String> = load_team_names(state.storage(), &name)
+            .await?
+            .into_iter()
+            .filter(|(lower, _)| wanted(lower))
+            .map(|(_, id)| id)
+            .collect();
+        let mut teams = Vec::new();
+        for id in &matching[page.range(matching.len())] {
+            if let Some(team) = load_team(state.storage(), id).await? {
+                teams.push(team.record);
+            }
         }
-    }
+        (matching.len(), teams)
+    } else {
+        // Visibility is in each record: read them all.
+        let mut views = Vec::new();
+        for team in load_teams(state.storage(), &name).await? {
+            if team_visible(&access, &team) && wanted(&team.name.to_lowercase()) {
+                views.push(team);
+            }
+        }
+        let range = page.range(views.len());
+        (views.len(), views.drain(range).collect())
+    };
     let mut loaded = Vec::new();
-    for team in &views[page.range(views.len())] {
-        loaded.push(TeamView::load(&state, team.clone()).await?);
+    for team in page_teams {
+        loaded.push(TeamView::load(&state, team).await?);
     }
     let resources = loaded
         .iter()
         .map(|view| team_resource(view, &access))
         .collect();
     let path = format!("/api/v2/organizations/{name}/teams");
-    let mut document = page_document(page, views.len(), resources, &path, &query);
+    let mut document = page_document(page, total, resources, &path, &query);
     include_related(
         &state,
         &mut document,

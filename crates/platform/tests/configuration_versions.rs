@@ -759,3 +759,33 @@ async fn download_returns_the_exact_bytes() {
     assert_eq!(headers["content-length"], archive.len().to_string());
     assert_eq!(bytes.as_ref(), archive.as_slice());
 }
+
+#[tokio::test]
+async fn configuration_version_list_page_reads_only_the_versions_on_the_page() {
+    let (platform, storage) = TestPlatform::counting().await;
+    let ws = acme_web(&platform).await;
+    let mut created = Vec::new();
+    for _ in 0..12 {
+        created.push(new_cv(&platform, &ws, json!({})).await.0);
+    }
+    storage.reset();
+    let page = platform
+        .get(
+            &format!(
+                "/api/v2/workspaces/{ws}/configuration-versions?page%5Bnumber%5D=2&page%5Bsize%5D=5"
+            ),
+            ROOT,
+        )
+        .await
+        .expect(200);
+    let ids: Vec<&str> = page.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cv| cv["id"].as_str().unwrap())
+        .collect();
+    let newest_first: Vec<&str> = created.iter().rev().map(String::as_str).collect();
+    assert_eq!(ids, newest_first[5..10]);
+    assert_eq!(page.body["meta"]["pagination"]["total-count"], 12);
+    assert_eq!(storage.reads_under("platform/configuration-versions/"), 5);
+}

@@ -495,3 +495,47 @@ async fn member_without_access_cannot_see_runs() {
         .await
         .expect(404);
 }
+
+#[tokio::test]
+async fn run_list_page_reads_only_the_runs_on_the_page() {
+    let (platform, storage) = TestPlatform::counting().await;
+    let ws = acme_web(&platform).await;
+    uploaded_cv(&platform, &ws).await;
+    let mut created = Vec::new();
+    for n in 0..30 {
+        let run = create_run(&platform, &ws, json!({"message": format!("run {n}")}))
+            .await
+            .expect(201);
+        created.push(run.body["data"]["id"].as_str().unwrap().to_owned());
+    }
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+    for (number, expected) in [(1, &newest_first[0..5]), (2, &newest_first[5..10])] {
+        storage.reset();
+        let page = platform
+            .get(
+                &format!("/api/v2/workspaces/{ws}/runs?page%5Bnumber%5D={number}&page%5Bsize%5D=5"),
+                ROOT,
+            )
+            .await
+            .expect(200);
+        let ids: Vec<&str> = page.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, expected);
+        assert_eq!(page.body["meta"]["pagination"]["total-count"], 30);
+        // The page's five runs, not the workspace's thirty.
+        assert_eq!(storage.reads_under("platform/runs/"), 5);
+    }
+    // A filter still sees every run.
+    let queued = platform
+        .get(
+            &format!("/api/v2/workspaces/{ws}/runs?filter%5Bstatus%5D=pending&page%5Bsize%5D=5"),
+            ROOT,
+        )
+        .await
+        .expect(200);
+    assert_eq!(queued.body["meta"]["pagination"]["total-count"], 29);
+}

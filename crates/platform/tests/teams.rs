@@ -380,3 +380,43 @@ async fn manage_membership_permission_allows_changing_team_members() {
         .await
         .expect(404);
 }
+
+#[tokio::test]
+async fn team_list_page_reads_only_the_teams_on_the_page() {
+    let (platform, storage) = TestPlatform::counting().await;
+    platform.create_org("acme").await;
+    for n in 0..24 {
+        platform
+            .create_team("acme", &format!("team-{n:02}"), json!({}))
+            .await;
+    }
+    // 25 teams with the owners team, which sorts first.
+    storage.reset();
+    let page = platform
+        .get(
+            "/api/v2/organizations/acme/teams?page%5Bnumber%5D=2&page%5Bsize%5D=5",
+            ROOT,
+        )
+        .await
+        .expect(200);
+    let names: Vec<&str> = page.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|team| team["attributes"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["team-04", "team-05", "team-06", "team-07", "team-08"]
+    );
+    assert_eq!(page.body["meta"]["pagination"]["total-count"], 25);
+    assert_eq!(storage.reads_under("platform/teams/"), 5);
+    // A name filter and q page the index the same way.
+    storage.reset();
+    let found = platform
+        .get("/api/v2/organizations/acme/teams?q=TEAM-1", ROOT)
+        .await
+        .expect(200);
+    assert_eq!(found.body["meta"]["pagination"]["total-count"], 10);
+    assert_eq!(storage.reads_under("platform/teams/"), 10);
+}

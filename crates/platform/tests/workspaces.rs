@@ -605,3 +605,29 @@ async fn deleting_the_organization_removes_its_workspaces() {
         .expect(404);
     create_workspace(&platform, "acme", "web").await;
 }
+
+#[tokio::test]
+async fn workspace_list_page_reads_only_the_workspaces_on_the_page() {
+    let (platform, storage) = TestPlatform::counting().await;
+    platform.create_org("acme").await;
+    for n in 0..30 {
+        create_workspace(&platform, "acme", &format!("ws-{n:02}")).await;
+    }
+    storage.reset();
+    let page = platform
+        .get(
+            "/api/v2/organizations/acme/workspaces?page%5Bnumber%5D=3&page%5Bsize%5D=5",
+            ROOT,
+        )
+        .await
+        .expect(200);
+    let names: Vec<&str> = page.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ws| ws["attributes"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ws-10", "ws-11", "ws-12", "ws-13", "ws-14"]);
+    assert_eq!(page.body["meta"]["pagination"]["total-count"], 30);
+    assert_eq!(storage.reads_under("platform/workspaces/"), 5);
+}

@@ -342,19 +342,18 @@ pub(crate) fn initial_counts_op(organization: &str, counts: StatusCounts) -> Res
     )
 }
 
-/// How many memberships of `organization` have each status: a point read of each count shard
-/// (point reads are served on the calling thread, a scan is not).
+/// How many memberships of `organization` have each status: one scan of its [`COUNT_SHARDS`]
+/// count keys (one read, not a point read per shard).
 pub(crate) async fn load_counts(
     storage: &dyn Storage,
     organization: &str,
 ) -> Result<StatusCounts, Error> {
+    let scan = storage
+        .scan(KeyRange::prefix(org_counts_prefix(organization)), None)
+        .await?;
     let mut sum = StatusCounts::default();
-    for shard in 0..COUNT_SHARDS {
-        if let Some(stored) =
-            load::<CountsRecord>(storage, &counts_key(organization, shard)).await?
-        {
-            sum = sum.add(stored.record.counts);
-        }
+    for kv in &scan.kvs {
+        sum = sum.add(decode::<CountsRecord>(&kv.key, &kv.value)?.counts);
     }
     Ok(sum)
 }

@@ -164,6 +164,26 @@ pub(crate) async fn load_teams(
     Ok(teams)
 }
 
+/// The `(name lowercased, id)` of every team of `organization`, in name order, from the
+/// name index alone (no team record is read).
+pub(crate) async fn load_team_names(
+    storage: &dyn Storage,
+    organization: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    let prefix = format!("{PREFIX}org-team-names/{organization}/");
+    let scan = storage
+        .scan(storage::KeyRange::prefix(prefix.as_str()), None)
+        .await?;
+    scan.kvs
+        .iter()
+        .map(|kv| {
+            let index: super::IdRef = super::decode(&kv.key, &kv.value)?;
+            let name = String::from_utf8_lossy(&kv.key[prefix.len()..]).into_owned();
+            Ok((name, index.id))
+        })
+        .collect()
+}
+
 /// The user ids of a team's members.
 pub(crate) async fn load_team_member_ids(
     storage: &dyn Storage,

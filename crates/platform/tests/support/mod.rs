@@ -8,6 +8,8 @@
 //! Each test binary compiles this module separately and uses only part of it.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub(crate) mod counting;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -75,6 +77,24 @@ impl TestPlatform {
     /// moves it, so everything the test creates shares one millisecond until then).
     pub(crate) async fn with_clock(clock: &ManualClock) -> TestPlatform {
         TestPlatform::open(TestPlatform::test_config(), Arc::new(clock.clone())).await
+    }
+
+    /// Like [`TestPlatform::new`], over a [`counting::CountingStorage`] (returned too) that
+    /// records which keys each request read.
+    pub(crate) async fn counting() -> (TestPlatform, Arc<counting::CountingStorage>) {
+        let storage = counting::CountingStorage::new();
+        let blobs = tempfile::tempdir().expect("tempdir");
+        let mut config = TestPlatform::test_config();
+        config.blob_dir = blobs.path().to_path_buf();
+        let mut platform = TestPlatform::over(
+            Arc::clone(&storage) as Arc<dyn Storage>,
+            config,
+            Arc::new(stdx::clock::SystemClock),
+        )
+        .await
+        .expect("open platform");
+        platform._blobs = Some(blobs);
+        (platform, storage)
     }
 
     /// A platform with `config` (its blob directory is set to a temporary one).
