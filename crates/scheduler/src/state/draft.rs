@@ -3,11 +3,25 @@
 //! Every mutation method changes the in-memory tables, keeps the secondary indexes
 //! (`allocs_by_node`, `allocs_by_job`, `node_usage`) in step, stamps the table index, and
 //! records the storage operation that makes the change durable. The writer commits the
-//! recorded operations in one transaction and only then publishes the draft's snapshot.
+//! recorded operations and only then publishes the draft's snapshot.
+//!
+//! Transactions: the recorded operations are committed as one storage transaction per
+//! *segment*, each within the store's [`TxnLimits`] (etcd's request limits; the embedded store
+//! has none, so there a batch is one segment). [`Draft::apply_command`] keeps a command whole
+//! in one segment when it fits one, closing the open segment before it ([`Draft::cut`]) if
+//! needed; a command too large for any one segment is applied again in *split* mode, where the
+//! command itself marks the parts that may be committed apart ([`Draft::unit`]: one allocation
+//! of a plan, one client update, one deletion of a garbage collection...). Every segment gets
+//! its own index (the index is bumped at each cut), so each committed transaction is the state
+//! after a whole sequence of smaller commands: what followers and a restart may see.
+//!
+//! Invariants: the open segment (the operations after the last cut) is always within the limits
+//! once a command is applied; a failed command is rolled back whole, its cuts included; a unit
+//! larger than a whole transaction fails its command with a clear error.
 
 use std::sync::Arc;
 
-use storage::Op;
+use storage::{Compare, Op, TxnLimits};
 
 use super::record::encode;
 use super::{Snapshot, keys};
@@ -22,24 +36,50 @@ pub(crate) struct Draft {
     pub(crate) pending_evals: Vec<Arc<Evaluation>>,
     /// Whether capacity may have been freed or added (blocked evaluations get another run).
     pub(crate) capacity_changed: bool,
+    /// The segments closed so far, in order; the open one follows the last.
+    pub(crate) cuts: Vec<Cut>,
+    /// What one transaction may carry.
+    limits: TxnLimits,
+    /// Bytes of `ops`, as `limits` counts them.
+    bytes: usize,
+    /// Whether the command being applied may be cut between its units.
+    split: bool,
+}
+
+/// The end of a closed segment: one transaction of its own.
+#[derive(Debug)]
+pub(crate) struct Cut {
+    /// Its operations end here in `Draft::ops` (they start where the previous cut's end).
+    pub(crate) ops_end: usize,
+    bytes_end: usize,
+    /// Its pending evaluations end here in `Draft::pending_evals`.
+    pub(crate) pending_end: usize,
+    /// The state once it is committed (its `index` is the segment's).
+    pub(crate) snap: Snapshot,
 }
 
 /// A draft's state before a command (O(1): the snapshot's maps are persistent).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Checkpoint {
     snap: Snapshot,
     ops: usize,
+    bytes: usize,
+    cuts: usize,
     pending_evals: usize,
     capacity_changed: bool,
 }
 
 impl Draft {
-    pub(crate) fn new(snap: Snapshot) -> Draft {
+    pub(crate) fn new(snap: Snapshot, limits: TxnLimits) -> Draft {
         Draft {
             snap,
             ops: Vec::new(),
             pending_evals: Vec::new(),
             capacity_changed: false,
+            cuts: Vec::new(),
+            limits,
+            bytes: 0,
+            split: false,
         }
     }
 
@@ -48,29 +88,157 @@ impl Draft {
         Checkpoint {
             snap: self.snap.clone(),
             ops: self.ops.len(),
+            bytes: self.bytes,
+            cuts: self.cuts.len(),
             pending_evals: self.pending_evals.len(),
             capacity_changed: self.capacity_changed,
         }
     }
 
-    pub(crate) fn rollback(&mut self, checkpoint: Checkpoint) {
-        self.snap = checkpoint.snap;
+    pub(crate) fn rollback(&mut self, checkpoint: &Checkpoint) {
+        self.snap = checkpoint.snap.clone();
         self.ops.truncate(checkpoint.ops);
+        self.bytes = checkpoint.bytes;
+        self.cuts.truncate(checkpoint.cuts);
         self.pending_evals.truncate(checkpoint.pending_evals);
         self.capacity_changed = checkpoint.capacity_changed;
     }
 
-    /// The index this draft's writes get.
+    /// The index this draft's writes get (the open segment's).
     pub(crate) fn index(&self) -> u64 {
         self.snap.index
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push(Op::Put { key, value });
+        let op = Op::Put { key, value };
+        self.bytes = self.bytes.saturating_add(self.limits.op_bytes(&op));
+        self.ops.push(op);
     }
 
     fn delete(&mut self, key: Vec<u8>) {
-        self.ops.push(Op::Delete { key });
+        let op = Op::Delete { key };
+        self.bytes = self.bytes.saturating_add(self.limits.op_bytes(&op));
+        self.ops.push(op);
+    }
+
+    /// Where the open segment starts in `ops`, and its bytes in `bytes`.
+    fn open_start(&self) -> (usize, usize) {
+        self.cuts
+            .last()
+            .map_or((0, 0), |cut| (cut.ops_end, cut.bytes_end))
+    }
+
+    /// Whether the open segment has no operation.
+    pub(crate) fn open_is_empty(&self) -> bool {
+        self.ops.len() == self.open_start().0
+    }
+
+    /// Whether the open segment, with the writer's fence and index write, is one transaction
+    /// the store accepts.
+    pub(crate) fn open_fits(&self) -> bool {
+        if self.limits.is_unbounded() {
+            return true;
+        }
+        let (ops_start, bytes_start) = self.open_start();
+        let ops = self.ops.len() - ops_start + 1;
+        let bytes = (self.bytes - bytes_start).saturating_add(fixed_bytes(&self.limits));
+        ops <= self.limits.max_ops && bytes <= self.limits.max_bytes
+    }
+
+    /// Closes the open segment: it is committed as one transaction with the current index,
+    /// and what follows is written with the next.
+    pub(crate) fn cut(&mut self) {
+        self.cuts.push(Cut {
+            ops_end: self.ops.len(),
+            bytes_end: self.bytes,
+            pending_end: self.pending_evals.len(),
+            snap: self.snap.clone(),
+        });
+        self.snap.index += 1;
+    }
+
+    /// Applies one command (`apply`, which may run up to three times): whole in the open
+    /// segment if it fits there; else whole in a segment of its own; else split between its
+    /// units. A command that fails is rolled back whole.
+    pub(crate) fn apply_command<T>(
+        &mut self,
+        mut apply: impl FnMut(&mut Draft) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let checkpoint = self.checkpoint();
+        let result = apply(self);
+        if result.is_err() {
+            self.rollback(&checkpoint);
+            return result;
+        }
+        if self.open_fits() {
+            return result;
+        }
+        self.rollback(&checkpoint);
+        if !self.open_is_empty() {
+            self.cut();
+            match apply(self) {
+                Ok(value) if self.open_fits() => return Ok(value),
+                Ok(_) => self.rollback(&checkpoint),
+                Err(err) => {
+                    self.rollback(&checkpoint);
+                    return Err(err);
+                }
+            }
+        }
+        self.split = true;
+        let result = apply(self);
+        self.split = false;
+        if result.is_ok() && !self.open_fits() {
+            self.rollback(&checkpoint);
+            return Err(self.too_large());
+        }
+        if result.is_err() {
+            self.rollback(&checkpoint);
+        }
+        result
+    }
+
+    fn too_large(&self) -> Error {
+        let (ops_start, bytes_start) = self.open_start();
+        Error::BadRequest(format!(
+            "a single change is larger than one storage transaction allows \
+             ({} operations and {} bytes; the store takes {} and {})",
+            self.ops.len() - ops_start,
+            self.bytes - bytes_start,
+            self.limits.max_ops.saturating_sub(1),
+            self.limits
+                .max_bytes
+                .saturating_sub(fixed_bytes(&self.limits)),
+        ))
+    }
+
+    /// Runs one part of a command that may be committed apart from the rest of it (in split
+    /// mode; otherwise it just runs): if the part makes the open segment too large, it is
+    /// undone, the segment closed before it, and it runs again at the start of the next.
+    pub(crate) fn unit<T>(
+        &mut self,
+        mut part: impl FnMut(&mut Draft) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if !self.split {
+            return part(self);
+        }
+        let checkpoint = self.checkpoint();
+        let was_empty = self.open_is_empty();
+        let value = part(self)?;
+        if self.open_fits() {
+            return Ok(value);
+        }
+        if !was_empty {
+            self.rollback(&checkpoint);
+            self.cut();
+            let value = part(self)?;
+            if self.open_fits() {
+                return Ok(value);
+            }
+        }
+        let err = self.too_large();
+        self.rollback(&checkpoint);
+        Err(err)
     }
 
     /// Stores a job version and makes it the latest.
@@ -303,4 +471,16 @@ impl Draft {
         self.snap.node_usage.remove(id);
         self.snap.tables.nodes = self.index();
     }
+}
+
+/// What every transaction of the writer carries beyond its segment: the fence compare on
+/// `scheduler/index` and the write of the new index.
+fn fixed_bytes(limits: &TxnLimits) -> usize {
+    let index = keys::INDEX.as_bytes().to_vec();
+    limits
+        .compare_bytes(&Compare::ModRevision(index.clone(), 0))
+        .saturating_add(limits.op_bytes(&Op::Put {
+            key: index,
+            value: vec![b'0'; 20],
+        }))
 }

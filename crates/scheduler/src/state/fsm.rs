@@ -9,6 +9,10 @@
 //!   only the nodes that still fit (all or nothing with `AllAtOnce`); the evaluation's final
 //!   status is written only when the whole plan was committed, so a partly refused plan is
 //!   re-planned by its worker.
+//! - Where a command may be committed in parts (it is too large for one storage transaction:
+//!   `draft.rs`), it marks them with `Draft::unit`: each part leaves a state that a sequence of
+//!   smaller commands could have left (one stop or placement of a plan, one client update with
+//!   its rescheduling evaluation, one evaluation, one deletion of a garbage collection).
 
 use std::collections::BTreeSet;
 
@@ -99,7 +103,7 @@ pub(super) fn apply(draft: &mut Draft, command: &Command, now: i64) -> Result<Ou
         Command::ApplyPlan(plan) => apply_plan(draft, plan, now).map(Outcome::Plan),
         Command::UpsertEvals(evals) => {
             for eval in evals {
-                draft.put_eval(eval.clone())?;
+                draft.unit(|draft| draft.put_eval(eval.clone()))?;
             }
             Ok(Outcome::Done)
         }
@@ -300,10 +304,12 @@ fn node_update_evals(draft: &mut Draft, node_id: &str, ready: bool, now: i64) ->
         let Some(job) = draft.snap.jobs.get(&key).cloned() else {
             continue;
         };
-        let mut eval = new_eval(&job, TRIGGER_NODE_UPDATE, None, now);
-        eval.node_id = node_id.to_owned();
-        eval.node_modify_index = draft.index();
-        draft.put_eval(eval)?;
+        draft.unit(|draft| {
+            let mut eval = new_eval(&job, TRIGGER_NODE_UPDATE, None, now);
+            eval.node_id = node_id.to_owned();
+            eval.node_modify_index = draft.index();
+            draft.put_eval(eval)
+        })?;
     }
     Ok(())
 }
@@ -406,45 +412,61 @@ fn client_alloc_updates(
     updates: &[AllocClientUpdate],
     now: i64,
 ) -> Result<Outcome, Error> {
+    // Jobs that already got an evaluation for a newly failed allocation of this report.
     let mut failed_jobs: BTreeSet<JobKey> = BTreeSet::new();
     for update in updates {
-        let Some(existing) = draft.snap.allocs.get(&update.id).cloned() else {
-            continue;
-        };
-        if existing.node_id != update.node_id {
-            return Err(Error::BadRequest(format!(
-                "allocation {} is not placed on node {}",
-                update.id, update.node_id
-            )));
-        }
-        // The server decided it is lost; a late client report does not revive it.
-        if existing.client_status == ALLOC_CLIENT_LOST {
-            continue;
-        }
-        let mut alloc = (*existing).clone();
-        alloc.client_status.clone_from(&update.client_status);
-        alloc
-            .client_description
-            .clone_from(&update.client_description);
-        alloc.task_states.clone_from(&update.task_states);
-        alloc.modify_time = now;
-        let newly_failed = alloc.client_status == ALLOC_CLIENT_FAILED
-            && existing.client_status != ALLOC_CLIENT_FAILED;
-        if newly_failed && !alloc.server_terminal() {
-            failed_jobs.insert(JobKey::new(&alloc.namespace, &alloc.job_id));
-        }
-        draft.put_alloc(alloc)?;
-    }
-    for key in failed_jobs {
-        let Some(job) = draft.snap.jobs.get(&key).cloned() else {
-            continue;
-        };
-        if job.stop || job.job_type == JOB_TYPE_SYSTEM || job.job_type == JOB_TYPE_SYSBATCH {
-            continue;
-        }
-        draft.put_eval(new_eval(&job, TRIGGER_ALLOC_FAILURE, None, now))?;
+        let failed = draft.unit(|draft| client_alloc_update(draft, update, &failed_jobs, now))?;
+        failed_jobs.extend(failed);
     }
     Ok(Outcome::Done)
+}
+
+/// One allocation's client update, with the job's rescheduling evaluation if the allocation
+/// newly failed (one per job and report: `failed_jobs` already have theirs). Returns the job
+/// whose allocation newly failed.
+fn client_alloc_update(
+    draft: &mut Draft,
+    update: &AllocClientUpdate,
+    failed_jobs: &BTreeSet<JobKey>,
+    now: i64,
+) -> Result<Option<JobKey>, Error> {
+    let Some(existing) = draft.snap.allocs.get(&update.id).cloned() else {
+        return Ok(None);
+    };
+    if existing.node_id != update.node_id {
+        return Err(Error::BadRequest(format!(
+            "allocation {} is not placed on node {}",
+            update.id, update.node_id
+        )));
+    }
+    // The server decided it is lost; a late client report does not revive it.
+    if existing.client_status == ALLOC_CLIENT_LOST {
+        return Ok(None);
+    }
+    let mut alloc = (*existing).clone();
+    alloc.client_status.clone_from(&update.client_status);
+    alloc
+        .client_description
+        .clone_from(&update.client_description);
+    alloc.task_states.clone_from(&update.task_states);
+    alloc.modify_time = now;
+    let newly_failed = alloc.client_status == ALLOC_CLIENT_FAILED
+        && existing.client_status != ALLOC_CLIENT_FAILED
+        && !alloc.server_terminal();
+    let key = JobKey::new(&alloc.namespace, &alloc.job_id);
+    draft.put_alloc(alloc)?;
+    if !newly_failed {
+        return Ok(None);
+    }
+    if !failed_jobs.contains(&key)
+        && let Some(job) = draft.snap.jobs.get(&key).cloned()
+        && !job.stop
+        && job.job_type != JOB_TYPE_SYSTEM
+        && job.job_type != JOB_TYPE_SYSBATCH
+    {
+        draft.put_eval(new_eval(&job, TRIGGER_ALLOC_FAILURE, None, now))?;
+    }
+    Ok(Some(key))
 }
 
 fn stop_alloc(
@@ -494,8 +516,14 @@ fn stop_alloc(
 }
 
 /// Re-checks a plan against the latest state and commits the nodes that still fit.
+///
+/// Split (a plan too large for one transaction): each stop and each placement is a unit of
+/// its own, so the plan may be committed in parts, as Nomad's plan applier commits plans
+/// partially. On each node its stops come first, then the placements that add no work (updates
+/// in place, allocations made terminal), then the new ones, so every part committed fits the
+/// node as the whole plan did; the evaluation's own update comes last, in the last part, so a
+/// plan committed only in part is re-planned.
 fn apply_plan(draft: &mut Draft, plan: &Plan, now: i64) -> Result<PlanResult, Error> {
-    let index = draft.index();
     let key = JobKey::new(&plan.eval.namespace, &plan.eval.job_id);
     let nodes: BTreeSet<&String> = plan
         .node_allocation
@@ -530,30 +558,26 @@ fn apply_plan(draft: &mut Draft, plan: &Plan, now: i64) -> Result<PlanResult, Er
     }
     for node_id in &fitting {
         for stop in plan.node_update.get(node_id).into_iter().flatten() {
-            let Some(existing) = draft.snap.allocs.get(&stop.alloc_id).cloned() else {
-                continue;
-            };
-            let mut alloc = (*existing).clone();
-            alloc.desired_status = stop.desired_status.clone();
-            alloc.desired_description = stop.desired_description.clone();
-            if let Some(client_status) = &stop.client_status {
-                alloc.client_status = client_status.clone();
-            }
-            if let Some(next) = &stop.next_allocation {
-                alloc.next_allocation = next.clone();
-            }
-            alloc.modify_time = now;
-            alloc.alloc_modify_index = index;
-            draft.put_alloc(alloc)?;
+            draft.unit(|draft| stop_planned(draft, stop, now))?;
         }
-        for alloc in plan.node_allocation.get(node_id).into_iter().flatten() {
-            let mut alloc = alloc.clone();
-            if alloc.create_time == 0 {
-                alloc.create_time = now;
-            }
-            alloc.modify_time = now;
-            alloc.alloc_modify_index = index;
-            draft.put_alloc(alloc)?;
+        let mut placing: Vec<(bool, &Allocation)> = plan
+            .node_allocation
+            .get(node_id)
+            .into_iter()
+            .flatten()
+            .map(|alloc| (adds_work(draft, alloc), alloc))
+            .collect();
+        placing.sort_by_key(|(adds, _)| *adds);
+        for (_, alloc) in placing {
+            draft.unit(|draft| {
+                let mut alloc = alloc.clone();
+                if alloc.create_time == 0 {
+                    alloc.create_time = now;
+                }
+                alloc.modify_time = now;
+                alloc.alloc_modify_index = draft.index();
+                draft.put_alloc(alloc).map(drop)
+            })?;
         }
     }
     if refused.is_empty() {
@@ -564,21 +588,53 @@ fn apply_plan(draft: &mut Draft, plan: &Plan, now: i64) -> Result<PlanResult, Er
         if eval.status == EVAL_STATUS_COMPLETE && eval.failed_tg_allocs.is_empty() {
             cancel_blocked_evals(draft, &key, &eval.id, now)?;
         }
-        draft.put_eval(eval)?;
-        for eval in &plan.new_evals {
-            let mut eval = eval.clone();
-            if eval.create_time == 0 {
-                eval.create_time = now;
+        draft.unit(|draft| {
+            draft.put_eval(eval.clone())?;
+            for eval in &plan.new_evals {
+                let mut eval = eval.clone();
+                if eval.create_time == 0 {
+                    eval.create_time = now;
+                }
+                eval.modify_time = now;
+                draft.put_eval(eval)?;
             }
-            eval.modify_time = now;
-            draft.put_eval(eval)?;
-        }
+            Ok(())
+        })?;
     }
     Ok(PlanResult {
-        index: if fitting.is_empty() { 0 } else { index },
+        index: if fitting.is_empty() { 0 } else { draft.index() },
         committed_nodes: fitting,
         refused_nodes: refused,
     })
+}
+
+/// One of a plan's stops (or other updates of an allocation's desired state).
+fn stop_planned(draft: &mut Draft, stop: &AllocStop, now: i64) -> Result<(), Error> {
+    let Some(existing) = draft.snap.allocs.get(&stop.alloc_id).cloned() else {
+        return Ok(());
+    };
+    let mut alloc = (*existing).clone();
+    alloc.desired_status = stop.desired_status.clone();
+    alloc.desired_description = stop.desired_description.clone();
+    if let Some(client_status) = &stop.client_status {
+        alloc.client_status = client_status.clone();
+    }
+    if let Some(next) = &stop.next_allocation {
+        alloc.next_allocation = next.clone();
+    }
+    alloc.modify_time = now;
+    alloc.alloc_modify_index = draft.index();
+    draft.put_alloc(alloc).map(drop)
+}
+
+/// Whether placing `alloc` adds work to its node (it is live and replaces nothing live).
+fn adds_work(draft: &Draft, alloc: &Allocation) -> bool {
+    !alloc.terminal()
+        && draft
+            .snap
+            .allocs
+            .get(&alloc.id)
+            .is_none_or(|old| old.terminal())
 }
 
 /// Whether a plan's changes on one node fit the node as it is now.
@@ -676,7 +732,7 @@ fn cancel_blocked_evals(
         eval.status_description =
             "evaluation cancelled: the job needs no more placements".to_owned();
         eval.modify_time = now;
-        draft.put_eval(eval)?;
+        draft.unit(|draft| draft.put_eval(eval.clone()))?;
     }
     Ok(())
 }
@@ -693,7 +749,7 @@ pub(super) fn unblock_evals(draft: &mut Draft, now: i64) -> Result<(), Error> {
     for mut eval in blocked {
         eval.status = EVAL_STATUS_PENDING.to_owned();
         eval.modify_time = now;
-        draft.put_eval(eval)?;
+        draft.unit(|draft| draft.put_eval(eval.clone()))?;
     }
     Ok(())
 }

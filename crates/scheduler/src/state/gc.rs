@@ -20,8 +20,10 @@
 //! Invariants:
 //! - Nothing live is removed: no pending or blocked evaluation, no non-terminal allocation, no
 //!   job that is not dead, no node that is not down or still holds live work.
-//! - One pass removes at most [`MAX_REMOVALS`] records (one bounded transaction); the outcome
-//!   says whether more were eligible, and the caller runs another pass.
+//! - One pass removes at most [`MAX_REMOVALS`] records; the outcome says whether more were
+//!   eligible, and the caller runs another pass. Where the store bounds a transaction (etcd),
+//!   a pass too large for one is committed in parts, each deletion a part of its own
+//!   (`Draft::unit`): a dead job's allocations and evaluations go before the job itself.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -112,8 +114,8 @@ pub(super) fn collect(draft: &mut Draft, pass: &GcPass) -> Result<GcReport, Erro
     collect_jobs(draft, pass, &mut report)?;
     collect_evals(draft, pass, &mut report)?;
     collect_orphan_allocs(draft, pass, &mut report)?;
-    collect_orphan_versions(draft, &mut report);
-    collect_nodes(draft, pass, &mut report);
+    collect_orphan_versions(draft, &mut report)?;
+    collect_nodes(draft, pass, &mut report)?;
     if report.total() > 0 {
         tracing::debug!(?report, force = pass.force, "scheduler garbage collected");
     }
@@ -150,14 +152,20 @@ fn collect_jobs(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Resu
             continue;
         }
         for alloc in &allocs {
-            draft.delete_alloc(&alloc.id);
+            draft.unit(|draft| {
+                draft.delete_alloc(&alloc.id);
+                Ok(())
+            })?;
         }
         for eval in &evals {
-            draft.delete_eval(&eval.id);
+            draft.unit(|draft| {
+                draft.delete_eval(&eval.id);
+                Ok(())
+            })?;
         }
         report.allocs += allocs.len();
         report.evals += evals.len();
-        report.job_versions += draft.purge_job(&key);
+        report.job_versions += draft.unit(|draft| Ok(draft.purge_job(&key)))?;
         report.jobs += 1;
     }
     Ok(())
@@ -200,14 +208,20 @@ fn collect_evals(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Res
         let mut whole = true;
         for alloc in allocs {
             if alloc_collectable(pass, &alloc, job.as_deref(), threshold) {
-                draft.delete_alloc(&alloc.id);
+                draft.unit(|draft| {
+                    draft.delete_alloc(&alloc.id);
+                    Ok(())
+                })?;
                 report.allocs += 1;
             } else {
                 whole = false;
             }
         }
         if whole {
-            draft.delete_eval(&eval.id);
+            draft.unit(|draft| {
+                draft.delete_eval(&eval.id);
+                Ok(())
+            })?;
             report.evals += 1;
         }
     }
@@ -239,7 +253,10 @@ fn collect_orphan_allocs(
             pass.thresholds.eval
         };
         if alloc_collectable(pass, &alloc, job.as_deref(), threshold) {
-            draft.delete_alloc(&alloc.id);
+            draft.unit(|draft| {
+                draft.delete_alloc(&alloc.id);
+                Ok(())
+            })?;
             report.allocs += 1;
         }
     }
@@ -247,7 +264,7 @@ fn collect_orphan_allocs(
 }
 
 /// Versions kept only because allocations of a purged job ran them, once those are gone.
-fn collect_orphan_versions(draft: &mut Draft, report: &mut GcReport) {
+fn collect_orphan_versions(draft: &mut Draft, report: &mut GcReport) -> Result<(), Error> {
     let orphans: BTreeSet<JobKey> = draft
         .snap
         .job_versions
@@ -258,14 +275,15 @@ fn collect_orphan_versions(draft: &mut Draft, report: &mut GcReport) {
         .collect();
     for key in orphans {
         if report.full() {
-            return;
+            return Ok(());
         }
-        report.job_versions += draft.purge_job(&key);
+        report.job_versions += draft.unit(|draft| Ok(draft.purge_job(&key)))?;
     }
+    Ok(())
 }
 
 /// Down nodes older than the node threshold with nothing live on them.
-fn collect_nodes(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) {
+fn collect_nodes(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Result<(), Error> {
     let candidates: Vec<String> = draft
         .snap
         .nodes
@@ -281,7 +299,7 @@ fn collect_nodes(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) {
         .collect();
     for id in candidates {
         if report.full() {
-            return;
+            return Ok(());
         }
         if draft
             .snap
@@ -290,7 +308,11 @@ fn collect_nodes(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) {
         {
             continue;
         }
-        draft.delete_node(&id);
+        draft.unit(|draft| {
+            draft.delete_node(&id);
+            Ok(())
+        })?;
         report.nodes += 1;
     }
+    Ok(())
 }

@@ -4,7 +4,9 @@
 //! Flow: a handler or background loop sends a [`Command`] with [`StateStore::apply`]; the
 //! writer loop ([`run_writer`]) takes every command waiting, applies them one after another to
 //! a draft of the next snapshot (`draft.rs`, `fsm.rs`), commits all their storage operations in
-//! ONE transaction (one fsync for the batch, like raft's batched apply), and only then
+//! one transaction (one fsync for the batch, like raft's batched apply) or, where the store
+//! limits a transaction's size (etcd), in as few transactions under its limits as it takes, cut
+//! between commands or between the parts of one large command (`draft.rs`), and only then
 //! publishes the new snapshot and answers each caller. The loop (`writer.rs`) is pipelined one
 //! deep: while batch k commits, batch k+1 is applied to a draft on top of k's, and committed
 //! (or, if k's commit failed, rebuilt on the committed state) once k's commit returns.
@@ -15,8 +17,10 @@
 //! - Readers only ever see committed state (a snapshot is published after its commit).
 //! - A command that fails changes nothing (its part of the draft is rolled back before the
 //!   next command of the batch runs).
-//! - Each committed batch gets the next index (`scheduler/index` is written with it), so
-//!   indexes are strictly increasing and every record's `ModifyIndex` says which batch wrote it.
+//! - Each committed transaction gets the next index (`scheduler/index` is written with it), so
+//!   indexes are strictly increasing and every record's `ModifyIndex` says which transaction
+//!   wrote it; each transaction is the state after a whole sequence of (possibly smaller)
+//!   commands, so followers and a restart never see anything else.
 //! - Every pending evaluation a batch writes is handed to the broker after the commit; at
 //!   the start of each term of leadership, every stored pending evaluation is
 //!   (`tasks::lead`).
@@ -78,6 +82,8 @@ pub(crate) struct StateStore {
 
 struct Inner {
     storage: Arc<dyn Storage>,
+    /// What one storage transaction may carry (the writer splits its batches to fit).
+    limits: storage::TxnLimits,
     current: watch::Sender<Arc<Snapshot>>,
     requests: mpsc::Sender<Request>,
     /// The command queue, while no writer holds it.
@@ -106,6 +112,7 @@ impl StateStore {
         let (requests, receiver) = mpsc::channel(4096);
         Ok(StateStore {
             inner: Arc::new(Inner {
+                limits: storage.txn_limits(),
                 storage,
                 current,
                 requests,

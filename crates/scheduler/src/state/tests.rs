@@ -716,3 +716,6 @@ async fn commands_arriving_while_a_batch_commits_go_together_into_the_next_commi
     }
     runner.shutdown_and_wait().await;
 }
+
+#[path = "split_tests.rs"]
+mod split;

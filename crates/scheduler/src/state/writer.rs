@@ -51,21 +51,41 @@ struct Applying {
     requests: Vec<Request>,
     draft: draft::Draft,
     results: Vec<Result<Outcome, Error>>,
+    /// For each command, the segment (transaction) its last change is in.
+    ends: Vec<usize>,
 }
 
-/// A batch whose transaction is committing.
+/// A batch whose transactions are committing.
 struct Committing {
-    commit: JoinHandle<Result<Revision, storage::Error>>,
+    commit: JoinHandle<Commit>,
     batch: Committed,
+}
+
+/// What a batch's commit task did: the revision of each transaction that committed, in order,
+/// and why the next one did not (`None`: all committed).
+type Commit = (Vec<Revision>, Option<String>);
+
+/// One transaction of a batch: what is published and handed to the broker once it commits.
+struct Step {
+    snap: Snapshot,
+    pending: Vec<Arc<Evaluation>>,
 }
 
 /// What is published and answered once a batch's commit returns.
 struct Committed {
-    snap: Snapshot,
-    pending: Vec<Arc<Evaluation>>,
-    replies: Vec<(Reply, Result<Outcome, Error>)>,
+    /// One per transaction, in commit order.
+    steps: Vec<Step>,
+    /// Each caller's answer, with the step its command ends in.
+    replies: Vec<(Reply, Result<Outcome, Error>, usize)>,
     ops: usize,
     started: std::time::Instant,
+}
+
+impl Committed {
+    /// The state once every transaction committed.
+    fn tip(&self) -> &Snapshot {
+        &self.steps[self.steps.len() - 1].snap
+    }
 }
 
 /// The writer loop: applies commands in batches until `term` is cancelled, then finishes the
@@ -93,7 +113,7 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
                             None => break,
                         },
                     };
-                    let mut applying = Applying::on((*store.snapshot()).clone());
+                    let mut applying = Applying::on(&store, (*store.snapshot()).clone());
                     applying.apply(first);
                     applying
                 }
@@ -118,7 +138,7 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
                     // from what is.
                     next = next
                         .take()
-                        .map(|applying| applying.rebuild((*store.snapshot()).clone()));
+                        .map(|applying| applying.rebuild(&store, (*store.snapshot()).clone()));
                 }
                 linger(&store, receiver, &mut next, answered).await;
             }
@@ -127,8 +147,8 @@ pub(crate) async fn run_writer(store: StateStore, term: CancellationToken) {
                 let Some(request) = request else {
                     break;
                 };
-                let tip = &committing.batch.snap;
-                let applying = next.get_or_insert_with(|| Applying::on(tip.clone()));
+                let tip = committing.batch.tip();
+                let applying = next.get_or_insert_with(|| Applying::on(&store, tip.clone()));
                 applying.apply(request);
                 applying.take_waiting(receiver);
             }
@@ -167,7 +187,7 @@ async fn linger(
         let Ok(Some(request)) = tokio::time::timeout_at(deadline, receiver.recv()).await else {
             return;
         };
-        let applying = next.get_or_insert_with(|| Applying::on((*store.snapshot()).clone()));
+        let applying = next.get_or_insert_with(|| Applying::on(store, (*store.snapshot()).clone()));
         applying.apply(request);
         applying.take_waiting(receiver);
     }
@@ -183,38 +203,36 @@ async fn recover(store: &StateStore) {
     }
 }
 
-fn flatten(
-    joined: Result<Result<Revision, storage::Error>, tokio::task::JoinError>,
-) -> Result<Revision, String> {
-    match joined {
-        Ok(Ok(revision)) => Ok(revision),
-        Ok(Err(err)) => Err(err.to_string()),
-        Err(err) => Err(format!("the commit task failed: {err}")),
-    }
+fn flatten(joined: Result<Commit, tokio::task::JoinError>) -> Commit {
+    // A commit task that died may have committed some transactions: the caller's recovery
+    // reloads the state if the stored index moved.
+    joined.unwrap_or_else(|err| (Vec::new(), Some(format!("the commit task failed: {err}"))))
 }
 
 impl Applying {
-    /// An empty batch on top of `tip` (it writes index `tip.index + 1`).
-    fn on(tip: Snapshot) -> Applying {
+    /// An empty batch on top of `tip` (it writes index `tip.index + 1`, and one more per
+    /// further transaction it needs).
+    fn on(store: &StateStore, tip: Snapshot) -> Applying {
         let index = tip.index + 1;
-        let mut draft = draft::Draft::new(tip);
+        let mut draft = draft::Draft::new(tip, store.inner.limits);
         draft.snap.index = index;
         Applying {
             requests: Vec::new(),
             draft,
             results: Vec::new(),
+            ends: Vec::new(),
         }
     }
 
     /// Applies one more command (rolled back if it fails).
     fn apply(&mut self, request: Request) {
         let now = crate::clock::now_nanos();
-        let checkpoint = self.draft.checkpoint();
-        let result = fsm::apply(&mut self.draft, &request.command, now);
-        if result.is_err() {
-            self.draft.rollback(checkpoint);
-        }
+        let command = &request.command;
+        let result = self
+            .draft
+            .apply_command(|draft| fsm::apply(draft, command, now));
         self.results.push(result);
+        self.ends.push(self.draft.cuts.len());
         self.requests.push(request);
     }
 
@@ -229,8 +247,8 @@ impl Applying {
     }
 
     /// The same commands applied again on top of `tip`.
-    fn rebuild(self, tip: Snapshot) -> Applying {
-        let mut fresh = Applying::on(tip);
+    fn rebuild(self, store: &StateStore, tip: Snapshot) -> Applying {
+        let mut fresh = Applying::on(store, tip);
         for request in self.requests {
             fresh.apply(request);
         }
@@ -238,111 +256,183 @@ impl Applying {
     }
 }
 
-/// Starts committing an applied batch (no commit is in flight). A batch that changed nothing
-/// is answered at once, with the last committed index.
+/// Starts committing an applied batch (no commit is in flight): one transaction per segment,
+/// in order, each fenced on the index the previous one wrote. A batch that changed nothing is
+/// answered at once, with the last committed index.
 fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
     let Applying {
         requests,
         mut draft,
         results,
+        ends,
     } = applying;
-    if draft.capacity_changed
-        && !draft.ops.is_empty()
-        && let Err(err) = fsm::unblock_evals(&mut draft, crate::clock::now_nanos())
-    {
-        tracing::error!(error = %err, "cannot unblock evaluations");
+    if draft.capacity_changed && !draft.ops.is_empty() {
+        let now = crate::clock::now_nanos();
+        if let Err(err) = draft.apply_command(|draft| fsm::unblock_evals(draft, now)) {
+            tracing::error!(error = %err, "cannot unblock evaluations");
+        }
     }
-    let replies: Vec<(Reply, Result<Outcome, Error>)> = requests
-        .into_iter()
-        .map(|request| request.reply)
-        .zip(results)
-        .collect();
     if draft.ops.is_empty() {
         let index = store.snapshot().index;
-        for (reply, result) in replies {
-            let _ = reply.send(result.map(|outcome| Applied { index, outcome }));
+        for (request, result) in requests.into_iter().zip(results) {
+            let _ = request
+                .reply
+                .send(result.map(|outcome| Applied { index, outcome }));
         }
         return None;
     }
-    let index = draft.index();
-    let ops = draft.ops.len();
-    // The fence: this batch applies on top of the last committed one only if nobody else
-    // wrote the index since (a previous leader's commit still in flight, say).
-    let mut txn = Txn::new().when(Compare::ModRevision(
-        keys::INDEX.as_bytes().to_vec(),
-        store.snapshot().index_revision,
-    ));
-    for op in std::mem::take(&mut draft.ops) {
-        txn = txn.then(op);
-    }
-    txn = txn.then(Op::Put {
-        key: keys::INDEX.as_bytes().to_vec(),
-        value: index.to_string().into_bytes(),
-    });
-    let storage = Arc::clone(&store.inner.storage);
-    let started = std::time::Instant::now();
-    let commit = tokio::spawn(async move {
-        let result = storage.txn(txn).await?;
-        if result.succeeded {
-            Ok(result.revision)
-        } else {
-            Err(storage::Error::Backend(
-                "another writer committed scheduler state since this one's last commit".to_owned(),
-            ))
+    // A last segment left empty (nothing after a cut changed anything) is not committed: its
+    // commands end with the segment before it.
+    let open_empty = draft.open_is_empty();
+    let last = if open_empty {
+        draft.cuts.len() - 1
+    } else {
+        draft.cuts.len()
+    };
+    let replies: Vec<(Reply, Result<Outcome, Error>, usize)> = requests
+        .into_iter()
+        .zip(results)
+        .zip(ends)
+        .map(|((request, result), end)| (request.reply, result, end.min(last)))
+        .collect();
+    let ops = std::mem::take(&mut draft.ops);
+    let pending = std::mem::take(&mut draft.pending_evals);
+    let (total_ops, total_pending) = (ops.len(), pending.len());
+    let mut bounds: Vec<(usize, usize, Snapshot)> = std::mem::take(&mut draft.cuts)
+        .into_iter()
+        .map(|cut| (cut.ops_end, cut.pending_end, cut.snap))
+        .collect();
+    if open_empty {
+        if let Some(last) = bounds.last_mut() {
+            last.1 = total_pending;
         }
-    });
+    } else {
+        bounds.push((total_ops, total_pending, draft.snap));
+    }
+    let (mut ops, mut pending) = (ops.into_iter(), pending.into_iter());
+    let (mut ops_taken, mut pending_taken) = (0, 0);
+    let mut transactions = Vec::with_capacity(bounds.len());
+    let mut steps = Vec::with_capacity(bounds.len());
+    for (ops_end, pending_end, snap) in bounds {
+        let segment: Vec<Op> = ops.by_ref().take(ops_end - ops_taken).collect();
+        let evals: Vec<Arc<Evaluation>> =
+            pending.by_ref().take(pending_end - pending_taken).collect();
+        (ops_taken, pending_taken) = (ops_end, pending_end);
+        transactions.push((snap.index, segment));
+        steps.push(Step {
+            snap,
+            pending: evals,
+        });
+    }
+    let storage = Arc::clone(&store.inner.storage);
+    let fence = store.snapshot().index_revision;
+    let started = std::time::Instant::now();
+    let commit = tokio::spawn(commit(storage, fence, transactions));
     Some(Committing {
         commit,
         batch: Committed {
-            pending: std::mem::take(&mut draft.pending_evals),
-            snap: draft.snap,
+            steps,
             replies,
-            ops,
+            ops: total_ops,
             started,
         },
     })
 }
 
-/// Publishes and answers a batch whose commit returned; on a failed commit, fails its
-/// commands instead. Returns whether it committed.
-fn finish(store: &StateStore, batch: Committed, result: Result<Revision, String>) -> bool {
+/// Commits a batch's transactions in order. The fence: each applies only if `scheduler/index`
+/// is still as this writer left it (`fence` for the first: the last committed batch's; then the
+/// revision the previous transaction wrote), so nobody else (a previous leader's commit still
+/// in flight, say) wrote in between.
+async fn commit(
+    storage: Arc<dyn storage::Storage>,
+    mut fence: Revision,
+    transactions: Vec<(u64, Vec<Op>)>,
+) -> Commit {
+    let mut revisions = Vec::with_capacity(transactions.len());
+    for (index, ops) in transactions {
+        let mut txn = Txn::new().when(Compare::ModRevision(keys::INDEX.as_bytes().to_vec(), fence));
+        txn.success = ops;
+        txn = txn.then(Op::Put {
+            key: keys::INDEX.as_bytes().to_vec(),
+            value: index.to_string().into_bytes(),
+        });
+        match storage.txn(txn).await {
+            Ok(result) if result.succeeded => {
+                fence = result.revision;
+                revisions.push(result.revision);
+            }
+            Ok(_) => {
+                let why = "another writer committed scheduler state since this one's last commit";
+                return (revisions, Some(why.to_owned()));
+            }
+            Err(err) => return (revisions, Some(err.to_string())),
+        }
+    }
+    (revisions, None)
+}
+
+/// Publishes and answers a batch whose commit returned: the state as of its last committed
+/// transaction is published, the pending evaluations of every committed one handed to the
+/// broker, and the commands that ended in a committed one answered; the rest fail. Returns
+/// whether every transaction committed.
+fn finish(store: &StateStore, batch: Committed, (revisions, failure): Commit) -> bool {
     let Committed {
-        mut snap,
-        pending,
+        steps,
         replies,
         ops,
         started,
     } = batch;
-    let index = snap.index;
-    let revision = match result {
-        Ok(revision) => revision,
-        Err(err) => {
-            tracing::error!(error = %err, index, "cannot commit scheduler state");
-            for (reply, _) in replies {
-                let _ = reply.send(Err(Error::Internal(format!("storage: {err}"))));
-            }
-            return false;
-        }
-    };
-    snap.index_revision = revision;
-    tracing::debug!(
-        index,
-        commands = replies.len(),
-        ops,
-        commit_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "scheduler state committed"
-    );
-    store.inner.current.send_replace(Arc::new(snap));
+    let transactions = steps.len();
+    let committed = revisions.len().min(transactions);
+    let mut pending = Vec::new();
+    let mut indexes = Vec::with_capacity(committed);
+    let mut published = None;
+    for (step, revision) in steps.into_iter().zip(&revisions) {
+        indexes.push(step.snap.index);
+        pending.extend(step.pending);
+        let mut snap = step.snap;
+        snap.index_revision = *revision;
+        published = Some(snap);
+    }
+    if let Some(err) = &failure {
+        tracing::error!(
+            error = %err,
+            committed,
+            transactions,
+            "cannot commit scheduler state"
+        );
+    }
+    if let Some(snap) = published {
+        tracing::debug!(
+            index = snap.index,
+            commands = replies.len(),
+            ops,
+            transactions,
+            commit_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "scheduler state committed"
+        );
+        store.inner.current.send_replace(Arc::new(snap));
+    }
     if !pending.is_empty()
         && let Ok(sink) = store.inner.on_pending.lock()
         && let Some(sink) = sink.as_ref()
     {
         sink(pending);
     }
-    for (reply, result) in replies {
-        let _ = reply.send(result.map(|outcome| Applied { index, outcome }));
+    for (reply, result, step) in replies {
+        let answer = match indexes.get(step) {
+            Some(index) => result.map(|outcome| Applied {
+                index: *index,
+                outcome,
+            }),
+            None => Err(Error::Internal(format!(
+                "storage: {}",
+                failure.as_deref().unwrap_or("not committed")
+            ))),
+        };
+        let _ = reply.send(answer);
     }
-    true
+    failure.is_none()
 }
 
 /// The command queue, held by the running writer and given back when it stops (even if it
