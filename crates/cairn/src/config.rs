@@ -8,7 +8,8 @@
 //!   tls {
 //!     cert_file = "/etc/cairn/tls.crt"
 //!     key_file  = "/etc/cairn/tls.key"
-//!   }
+//!     ca_file   = "/etc/cairn/ca.crt"  # several servers: the CA the others' certificates
+//!   }                                  # are verified against when forwarding to the leader
 //! }
 //! registry {}                       # upstream default address 127.0.0.1:8500
 //! scheduler {
@@ -163,6 +164,11 @@ pub(crate) struct AclBlock {
 pub(crate) struct TlsBlock {
     pub(crate) cert_file: PathBuf,
     pub(crate) key_file: PathBuf,
+    /// The CA that signed the other servers' certificates for this service (Nomad's
+    /// `ca_file`): with several servers, a server forwarding to the leader (the scheduler's
+    /// writes, `sys/step-down` on a standby) verifies the leader's certificate against it.
+    #[serde(default)]
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 fn enabled_by_default() -> bool {
@@ -277,6 +283,7 @@ fn plan_from(
         let tls = block.tls.map(|tls| TlsFiles {
             cert_file: resolve(tls.cert_file),
             key_file: resolve(tls.key_file),
+            ca_file: tls.ca_file.map(&resolve),
         });
         let (registry_acl, scheduler_acl) = match (kind, block.acl) {
             (_, None) => (None, None),
@@ -489,7 +496,14 @@ mod tests {
         let tls = plan.services[0].tls.as_ref().unwrap();
         assert_eq!(tls.cert_file, Path::new("/etc/cairn/tls.crt"));
         assert_eq!(tls.key_file, Path::new("/k.pem"));
+        assert_eq!(tls.ca_file, None);
         assert_eq!(plan.services[0].addr, "0.0.0.0:8201".parse().unwrap());
+        let plan = check(
+            "data_dir = \"/d\"\nscheduler {\n tls {\n  cert_file = \"a.crt\"\n  key_file = \"a.key\"\n  ca_file = \"ca.crt\"\n }\n}",
+        )
+        .unwrap();
+        let tls = plan.services[0].tls.as_ref().unwrap();
+        assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/etc/cairn/ca.crt")));
     }
 
     #[test]

@@ -62,6 +62,9 @@ impl ServiceKind {
 pub(crate) struct TlsFiles {
     pub(crate) cert_file: PathBuf,
     pub(crate) key_file: PathBuf,
+    /// The CA other servers' certificates for this service are verified against when this
+    /// server forwards to the leader (`cluster::peer`).
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 /// One service to run and where.
@@ -327,6 +330,7 @@ async fn serve_all(
 ) -> Result<(), Error> {
     let signals = Signals::install()?;
     let mut bound = Vec::new();
+    let mut peer_tls = std::collections::BTreeMap::new();
     for service in &plan.services {
         let listener = TcpListener::bind(service.addr)
             .await
@@ -351,6 +355,17 @@ async fn serve_all(
                 })?,
             ),
         };
+        if let Some(ca_file) = service
+            .tls
+            .as_ref()
+            .and_then(|files| files.ca_file.as_ref())
+        {
+            let trust = cluster::PeerTls::from_ca_file(ca_file).map_err(|message| Error::Tls {
+                service: service.kind.name(),
+                message,
+            })?;
+            peer_tls.insert(service.kind.name().to_owned(), trust);
+        }
         bound.push((service, listener, local, tls));
     }
 
@@ -364,7 +379,7 @@ async fn serve_all(
             (service.kind, url)
         })
         .collect();
-    let leadership = elect(this_server(&advertised));
+    let leadership = cluster::peer::with_peer_tls(elect(this_server(&advertised)), peer_tls);
     let shutdown = CancellationToken::new();
     // With the embedded store this server always leads; on etcd, leadership is elected.
     let runner = cluster::Runner::new(leadership, shutdown.clone());
@@ -583,6 +598,7 @@ async fn build_service(
                 dev_root_token,
                 metrics: metrics.clone(),
                 cluster: scheduler_cluster(runner),
+                forward_tls: runner.leadership().peer_tls("scheduler"),
                 ..scheduler::Config::default()
             };
             let state = scheduler::State::open(storage, config)

@@ -15,6 +15,9 @@
 //! serves ([`Leadership::peers`]), which the services' status endpoints report (Consul's
 //! `/v1/status/leader`, Vault's `sys/leader`, `sys/ha-status`, `sys/health`'s standby code).
 //!
+//! Reaching the others: a server that forwards a request to the leader connects through
+//! [`peer::connector`], trusting the CA [`Leadership::peer_tls`] gives for the service.
+//!
 //! Preference: an elected leadership may be asked to step down ([`Leadership::step_down`]) and
 //! told whether this server is fit to lead ([`Leadership::set_fit`]: the secrets store unsealed);
 //! an unfit server leads only while no fit one serves.
@@ -39,6 +42,10 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+pub mod peer;
+
+pub use peer::PeerTls;
 
 /// One server of a cluster, as the others and the clients see it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -134,6 +141,13 @@ pub trait Leadership: Send + Sync + fmt::Debug + 'static {
     /// server serves; with no fit server it may lead, so the other services' leader loops
     /// still run. Every server starts fit. A no-op where leadership is not elected.
     fn set_fit(&self, _fit: bool) {}
+
+    /// How this server verifies another server's `service` over HTTPS when it forwards a
+    /// request there (the service's `tls { ca_file }`); `None`: no HTTPS peer is trusted.
+    /// See [`peer`].
+    fn peer_tls(&self, _service: &str) -> Option<PeerTls> {
+        None
+    }
 }
 
 /// The embedded store's leadership: one server, always the leader.

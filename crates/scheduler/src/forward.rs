@@ -1,5 +1,7 @@
 //! Forwarding to the leader: on a server that does not lead, every request that needs the
-//! state writer or the leader's in-memory state is sent on to the leader over HTTP and the
+//! state writer or the leader's in-memory state is sent on to the leader over HTTP (HTTPS to a
+//! leader whose scheduler listener uses TLS, verified against the `ca_file` of this server's
+//! scheduler tls block: [`crate::Config::forward_tls`], `cluster::peer`) and the
 //! leader's answer is passed back as it came (status, headers, body streamed, upgrades
 //! spliced), as Nomad's followers forward RPCs.
 //!
@@ -56,10 +58,9 @@ pub(crate) const HOLD: Duration = Duration::from_secs(5);
 /// How long connecting to the leader may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The HTTP client requests are forwarded with: it keeps connections to the leader open
+/// The HTTP(S) client requests are forwarded with: it keeps connections to the leader open
 /// between requests (and retries a request a pooled connection closed before sending it).
-type Client =
-    hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Body>;
+type Client = hyper_util::client::legacy::Client<cluster::peer::PeerConnector, Body>;
 
 /// The layer `routes.rs` wraps the routes in.
 #[derive(Clone)]
@@ -76,9 +77,8 @@ impl std::fmt::Debug for ForwardLayer {
 
 impl ForwardLayer {
     pub(crate) fn new(state: State) -> ForwardLayer {
-        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let connector =
+            cluster::peer::connector(state.config().forward_tls.as_ref(), CONNECT_TIMEOUT);
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(30))
@@ -273,8 +273,13 @@ fn copy_head(parts: &http::request::Parts) -> http::request::Parts {
 }
 
 fn forward_failed(leader: &str, failed: Failed) -> Response {
-    tracing::warn!(leader = %leader, error = %failed.message, "cannot forward to the leader");
-    Error::Forward(failed.message).into_response()
+    let message = format!(
+        "{}{}",
+        failed.message,
+        cluster::peer::hint("scheduler", leader)
+    );
+    tracing::warn!(leader = %leader, error = %message, "cannot forward to the leader");
+    Error::Forward(message).into_response()
 }
 
 async fn serve_here<S>(inner: &mut S, request: Request) -> Response
@@ -311,11 +316,14 @@ async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Res
     let base: Uri = leader
         .parse()
         .map_err(|err| Failed::other(format!("bad leader URL {leader:?}: {err}")))?;
-    if base.scheme_str() != Some("http") {
-        return Err(Failed::other(format!(
-            "forwarding to {leader}: only http:// leader URLs are supported"
-        )));
-    }
+    let scheme = match base.scheme_str() {
+        Some(scheme @ ("http" | "https")) => scheme,
+        _ => {
+            return Err(Failed::other(format!(
+                "forwarding to {leader}: not an http:// or https:// URL"
+            )));
+        }
+    };
     let authority = base
         .authority()
         .ok_or_else(|| Failed::other(format!("bad leader URL {leader:?}: no host")))?
@@ -326,7 +334,7 @@ async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Res
         .then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
     let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
-    parts.uri = format!("http://{authority}{path}")
+    parts.uri = format!("{scheme}://{authority}{path}")
         .parse()
         .map_err(|err| Failed::other(format!("forwarding {path}: {err}")))?;
     parts.version = http::Version::HTTP_11;
@@ -346,7 +354,10 @@ async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Res
         .await
         .map_err(|err| Failed {
             unreached: err.is_connect(),
-            message: format!("forwarding to {authority}: {err}"),
+            message: format!(
+                "forwarding to {scheme}://{authority}: {}",
+                with_causes(&err)
+            ),
         })?;
 
     if response.status() == StatusCode::SWITCHING_PROTOCOLS
@@ -376,6 +387,19 @@ async fn send(client: &Client, leader: &str, mut request: Request) -> Result<Res
         parts.headers.remove(header::TRANSFER_ENCODING);
     }
     Ok(Response::from_parts(parts, Body::new(body)))
+}
+
+/// `err` and every error under it (hyper-util's own message is only `client error
+/// (Connect)`; the cause, such as an unknown certificate issuer, is in its sources).
+fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 #[cfg(test)]

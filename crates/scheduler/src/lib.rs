@@ -110,6 +110,10 @@ pub struct Config {
     /// Several servers over one store: who leads (writes are forwarded there) and who the
     /// peers are. `None`: this server is the only one and always leads.
     pub cluster: Option<ClusterView>,
+    /// Several servers whose scheduler listeners use TLS: the CA (the tls block's `ca_file`)
+    /// a follower verifies the leader's certificate against when it forwards there. `None`:
+    /// forwarding reaches `http://` leaders only.
+    pub forward_tls: Option<cluster::PeerTls>,
 }
 
 impl Default for Config {
@@ -127,6 +131,7 @@ impl Default for Config {
             metrics: http_kit::metrics::Metrics::default(),
             gc: GcConfig::default(),
             cluster: None,
+            forward_tls: None,
         }
     }
 }

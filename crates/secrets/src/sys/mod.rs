@@ -20,6 +20,7 @@ pub(crate) mod password_policies;
 pub(crate) mod policies;
 pub(crate) mod seal;
 pub(crate) mod snapshots;
+pub(crate) mod step_down;
 pub(crate) mod wrapping;
 
 use secrets_sdk::{Request, Response};

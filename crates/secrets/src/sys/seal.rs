@@ -6,8 +6,10 @@
 //!   (dispatch checks `update`; `sys/seal` is not in the root-protected list).
 //! - `PUT|POST sys/step-down`: the active node gives up leadership, so another server takes
 //!   over (`cluster::Leadership::step_down`; it keeps out of the next election for 10 s unless
-//!   it is alone); 204, with the same `sudo` requirement. On a standby, or with the embedded
-//!   store (a single active node), nothing changes: 204.
+//!   it is alone); 204, with the same `sudo` requirement. A standby checks the `sudo` and
+//!   forwards the request to the active node (`step_down.rs`), answering as it does, as
+//!   Vault's standbys forward it. With the embedded store (a single active node) nothing
+//!   changes: 204.
 //! - `PUT|POST sys/rotate`: adds a keyring term for new writes (204); old terms still decrypt.
 //!   Root-protected (`rotate*` in dispatch's list).
 //! - `GET sys/key-status`: `{term, install_time}` of the active term (dispatch copies `data` to
@@ -33,11 +35,22 @@ pub(crate) async fn handle(
             if !is_write {
                 return Err(Error::UnsupportedOperation);
             }
-            require_sudo(ctx, &format!("sys/{path}"), req.operation, &req.data)?;
+            let mut data = req.data;
+            let forwarded = path == "step-down"
+                && data.remove(super::step_down::FORWARDED) == Some(Value::Bool(true));
+            require_sudo(ctx, &format!("sys/{path}"), req.operation, &data)?;
             if path == "seal" {
                 state.seal().seal(state).await;
             } else if let Some(cluster) = &state.config().cluster {
-                cluster.step_down();
+                if cluster.is_leader() || !cluster.is_elected() {
+                    cluster.step_down();
+                } else if !forwarded {
+                    super::step_down::forward_to_active(
+                        cluster.as_ref(),
+                        ctx.client_token.as_deref(),
+                    )
+                    .await?;
+                }
             }
             Ok(None)
         }
