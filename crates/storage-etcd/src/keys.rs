@@ -2,8 +2,10 @@
 //!
 //! - `{prefix}kv/{key}`: the store's keys, exactly as services wrote them;
 //! - `{prefix}tomb/{key}`: one empty tombstone per deleted key, written in the transaction that
-//!   deleted it, so [`storage::Storage::range_revision`] can see deletes (etcd forgets them);
-//! - `{prefix}meta/...`: the store's marker (its creation revision) and the leader key.
+//!   deleted it, so [`storage::Storage::range_revision`] can see deletes (etcd forgets them),
+//!   until a tidy (`tidy.rs`) removes it once compaction has passed its revision;
+//! - `{prefix}meta/...`: the store's marker (its creation revision), the leader key, the
+//!   membership records and the tombstone floor (`meta/tombstone-floor`).
 //!
 //! Invariant: the mapping is a bijection between cairn keys and the `kv/` subspace that keeps
 //! byte order, so cairn's half-open ranges map to etcd's `[key, range_end)` ranges; an unbounded
@@ -58,6 +60,12 @@ impl Layout {
     /// `[start, end)` in the tombstone subspace for a cairn range.
     pub(crate) fn tomb_range(&self, range: &KeyRange) -> (Vec<u8>, Vec<u8>) {
         self.sub_range(&self.tomb, range)
+    }
+
+    /// The key holding the tombstone floor: the highest delete revision whose tombstone a
+    /// tidy removed (20 decimal digits, so etcd's byte compare is numeric).
+    pub(crate) fn tombstone_floor(&self) -> Vec<u8> {
+        self.meta("tombstone-floor")
     }
 
     fn sub_range(&self, base: &[u8], range: &KeyRange) -> (Vec<u8>, Vec<u8>) {

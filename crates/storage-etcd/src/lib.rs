@@ -14,8 +14,11 @@
 //! - A key changed twice in one transaction keeps only its final state (etcd allows one change
 //!   per key per revision): deleting and re-putting a key in one transaction continues it.
 //! - Deletes leave an empty tombstone key (`keys.rs`) so [`Storage::range_revision`] remembers
-//!   them; tombstones are kept until a tidy removes them (not yet written: they grow with the
-//!   number of distinct deleted keys).
+//!   them, until compaction passes them: then a tidy (`tidy.rs`) removes them and raises the
+//!   tombstone floor, which stands in for them in `range_revision`, in one etcd transaction, so
+//!   the answer never goes backwards. The store tidies after it compacts (`history_retention`
+//!   set), or every 1,000 writes against etcd's own compaction revision (`history_retention =
+//!   0`).
 //! - A watch starts after the store's creation marker at the earliest (the history of other
 //!   prefixes before it is none of this store's), and a watch from history etcd has compacted
 //!   fails with [`Error::Compacted`] naming etcd's compaction revision.
@@ -29,11 +32,13 @@
 mod config;
 mod keys;
 mod leadership;
+mod tidy;
 mod txn;
 mod watch;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
@@ -243,6 +248,8 @@ pub struct EtcdStorage {
     compacted_to: AtomicI64,
     /// What one transaction may carry (from the configured etcd limits).
     limits: storage::TxnLimits,
+    /// Removes tombstones compaction has passed (`tidy.rs`).
+    tidy: Arc<tidy::Tidy>,
     closed: AtomicBool,
     /// Cancelled by `close`: ends every watch stream.
     shutdown: CancellationToken,
@@ -295,6 +302,13 @@ impl EtcdStorage {
                 .map(unsigned)
                 .unwrap_or(0)
         };
+        let shutdown = CancellationToken::new();
+        let tidy = tidy::Tidy::new(
+            client.clone(),
+            layout.clone(),
+            config.txn_limits(),
+            shutdown.child_token(),
+        );
         Ok(EtcdStorage {
             client,
             layout,
@@ -303,8 +317,9 @@ impl EtcdStorage {
             retention: config.history_retention.filter(|retention| *retention > 0),
             compacted_to: AtomicI64::new(0),
             limits: config.txn_limits(),
+            tidy,
             closed: AtomicBool::new(false),
-            shutdown: CancellationToken::new(),
+            shutdown,
         })
     }
 
@@ -421,36 +436,25 @@ impl EtcdStorage {
         {
             return; // another write is compacting
         }
-        if let Err(err) = self.client.kv_client().compact(target, None).await
-            && !is_compacted(&err)
-        {
-            tracing::warn!(error = %err, target, "etcd compaction failed");
+        match self.client.kv_client().compact(target, None).await {
+            Ok(_) => self.tidy.after_compaction(target),
+            // Another server compacted at least as far.
+            Err(err) if is_compacted(&err) => self.tidy.after_compaction(target),
+            Err(err) => tracing::warn!(error = %err, target, "etcd compaction failed"),
         }
     }
 
     /// etcd's compaction revision: the oldest revision a watch can still start after.
     async fn compaction_revision(&self) -> Result<Revision> {
-        let options = etcd_client::WatchOptions::new().with_start_revision(1);
-        let mut stream = self
-            .client
-            .watch_client()
-            .watch(self.layout.meta("created"), Some(options))
-            .await
-            .map_err(|err| backend("reading etcd's compaction revision", err))?;
-        let found = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Some(response) = stream.message().await.ok().flatten() {
-                if response.canceled() || response.compact_revision() > 0 {
-                    return response.compact_revision();
-                }
-                if !response.events().is_empty() {
-                    return 0;
-                }
-            }
-            0
-        })
-        .await
-        .unwrap_or(0);
-        Ok(unsigned(found))
+        etcd_compaction_revision(&self.client, &self.layout).await
+    }
+
+    /// Removes now the tombstones of deletes etcd's compaction has passed, raising the
+    /// tombstone floor with them (`tidy.rs`; the store also does this by itself after it
+    /// compacts, or every 1,000 writes when etcd compacts by itself). Returns how many went.
+    pub async fn tidy(&self) -> Result<usize> {
+        self.open_check()?;
+        self.tidy.now().await
     }
 
     async fn txn_with_range_deletes(
@@ -507,6 +511,32 @@ impl EtcdStorage {
              other writers kept changing those ranges"
         )))
     }
+}
+
+/// etcd's compaction revision (0 if it never compacted): a watch from revision 1 of the
+/// store's marker is cancelled naming it, or replays the marker's creation when nothing is
+/// compacted.
+pub(crate) async fn etcd_compaction_revision(client: &Client, layout: &Layout) -> Result<Revision> {
+    let options = etcd_client::WatchOptions::new().with_start_revision(1);
+    let mut stream = client
+        .watch_client()
+        .watch(layout.meta("created"), Some(options))
+        .await
+        .map_err(|err| backend("reading etcd's compaction revision", err))?;
+    let found = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(response) = stream.message().await.ok().flatten() {
+            if response.canceled() || response.compact_revision() > 0 {
+                return response.compact_revision();
+            }
+            if !response.events().is_empty() {
+                return 0;
+            }
+        }
+        0
+    })
+    .await
+    .unwrap_or(0);
+    Ok(unsigned(found))
 }
 
 fn header_revision(header: Option<&etcd_client::ResponseHeader>) -> Revision {
@@ -597,7 +627,11 @@ impl Storage for EtcdStorage {
             self.txn_with_range_deletes(&txn, &branches, &ranges)
                 .await?
         };
-        self.maybe_compact(result.revision).await;
+        if self.retention.is_some() {
+            self.maybe_compact(result.revision).await;
+        } else {
+            self.tidy.after_write();
+        }
         Ok(result)
     }
 
@@ -632,9 +666,12 @@ impl Storage for EtcdStorage {
                 ),
             )
         };
+        // Live keys, tombstones and the floor that stands in for tidied tombstones, read at
+        // one revision (a tidy removes tombstones and raises the floor in one transaction).
         let request = EtcdTxn::new().and_then([
             newest(self.layout.data_range(&range)),
             newest(self.layout.tomb_range(&range)),
+            TxnOp::get(self.layout.tombstone_floor(), None),
         ]);
         let response = self
             .client
@@ -642,11 +679,18 @@ impl Storage for EtcdStorage {
             .txn(request)
             .await
             .map_err(|err| backend("range_revision", err))?;
+        let floor_key = self.layout.tombstone_floor();
         let newest = response
             .op_responses()
             .into_iter()
             .filter_map(|op| match op {
-                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.mod_revision()),
+                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| {
+                    if kv.key() == floor_key.as_slice() {
+                        tidy::parse_floor(kv.value())
+                    } else {
+                        kv.mod_revision()
+                    }
+                }),
                 _ => None,
             })
             .max()
