@@ -282,6 +282,7 @@ async fn a_plan_too_large_for_one_transaction_commits_in_parts_that_followers_an
         );
     }
     assert_same(&follower, &snap, "follower");
+    assert_eq!(follower.tables, snap.tables, "follower: table indexes");
     let reloaded = StateStore::open(storage.clone()).await.expect("reload");
     assert_same(&reloaded.snapshot(), &snap, "reload");
     runner.shutdown_and_wait().await;
@@ -317,6 +318,7 @@ async fn commands_of_one_batch_are_cut_between_commands_each_whole_in_one_transa
         assert_eq!(follower.evals.len(), follower.jobs.len());
     }
     assert_same(&follower, &snap, "follower");
+    assert_eq!(follower.tables, snap.tables, "follower: table indexes");
     let indexes: std::collections::BTreeSet<u64> = answers
         .iter()
         .filter_map(|answer| answer.as_ref().ok().map(|applied| applied.index))
