@@ -360,14 +360,25 @@ fn upsert_node(draft: &mut Draft, mut node: Node, now: i64) -> Result<Outcome, E
             return Ok(Outcome::Done);
         }
     }
-    draft.put_node(node.clone())?;
-    if ready {
-        draft.capacity_changed = true;
-    }
+    // The evaluations before the node (see `put_node_last`).
     if status_changed {
         node_update_evals(draft, &node.id, ready, now)?;
     }
+    put_node_last(draft, node, ready)?;
     Ok(Outcome::Done)
+}
+
+/// Writes a node whose status changed, after its evaluations, in a part of its own when the
+/// command is split: a part committed alone then leaves evaluations that find the node as it
+/// was (and do nothing), never a node marked down without the evaluations that move its work.
+fn put_node_last(draft: &mut Draft, node: Node, ready: bool) -> Result<(), Error> {
+    draft.unit(|draft| {
+        draft.put_node(node.clone())?;
+        if ready {
+            draft.capacity_changed = true;
+        }
+        Ok(())
+    })
 }
 
 fn set_node_status(
@@ -399,11 +410,8 @@ fn set_node_status(
         node.events.drain(..excess);
     }
     let ready = status == NODE_STATUS_READY;
-    draft.put_node(node)?;
-    if ready {
-        draft.capacity_changed = true;
-    }
     node_update_evals(draft, node_id, ready, now)?;
+    put_node_last(draft, node, ready)?;
     Ok(Outcome::Done)
 }
 

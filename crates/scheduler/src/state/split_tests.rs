@@ -463,3 +463,59 @@ async fn a_client_report_and_a_collection_too_large_for_one_transaction_commit_i
     assert_same(&reloaded.snapshot(), &snap, "reload");
     runner.shutdown_and_wait().await;
 }
+
+#[tokio::test]
+async fn a_node_going_down_with_many_jobs_writes_their_evaluations_before_the_node() {
+    let storage = Limited::new(12, 1 << 30);
+    let (store, runner) = writer_over(storage.clone()).await;
+    store
+        .apply(Command::UpsertNode(Box::new(node("n0", 100_000))))
+        .await
+        .expect("node");
+    for i in 0..30 {
+        let id = format!("job-{i:02}");
+        store.apply(register(job(&id, 1))).await.expect("job");
+        let job = store.snapshot().job("default", &id).cloned().expect("job");
+        store
+            .apply(plan_for(
+                &job,
+                &format!("e-{i}"),
+                vec![alloc(&format!("a-{i}"), "n0", &job, 100)],
+            ))
+            .await
+            .expect("placed");
+    }
+    let revision_before = storage.revision().await.expect("revision");
+    store
+        .apply(Command::SetNodeStatus {
+            node_id: "n0".to_owned(),
+            status: NODE_STATUS_DOWN.to_owned(),
+        })
+        .await
+        .expect("down");
+    assert_eq!(storage.refused.load(Ordering::SeqCst), 0, "none too large");
+    let history = transactions(&storage, revision_before).await;
+    assert!(history.len() >= 3, "{} transactions", history.len());
+    for (i, (_, events)) in history.iter().enumerate() {
+        let node_written = events
+            .iter()
+            .any(|event| event.key.starts_with(keys::NODES.as_bytes()));
+        assert_eq!(
+            node_written,
+            i + 1 == history.len(),
+            "the node is written in the last part only"
+        );
+    }
+    let snap = store.snapshot();
+    assert_eq!(
+        snap.nodes.get("n0").map(|node| node.status.as_str()),
+        Some(NODE_STATUS_DOWN)
+    );
+    let node_evals = snap
+        .evals
+        .values()
+        .filter(|eval| eval.triggered_by == TRIGGER_NODE_UPDATE)
+        .count();
+    assert_eq!(node_evals, 30, "one per job on the node");
+    runner.shutdown_and_wait().await;
+}
