@@ -1,7 +1,6 @@
 //! Test support for several servers: a three-member etcd cluster started by the test (Debian's
-//! `/usr/bin/etcd`, members on free 127.0.0.1 ports in one temporary directory, with the
-//! transaction limits the scheduler needs raised) and `cairn
-//! server` processes on it (the built binary, each with its own config file, data dir and
+//! `/usr/bin/etcd`, members on free 127.0.0.1 ports in one temporary directory, at etcd's
+//! default transaction limits) and `cairn server` processes on it (the built binary, each with its own config file, data dir and
 //! free ports, all under one unique etcd prefix and one fresh bucket on the local S3 emulator,
 //! moto on 127.0.0.1:9020, for the platform's blobs).
 //!
@@ -108,9 +107,8 @@ impl EtcdCluster {
             .args(["--initial-cluster-state", state])
             // A loaded test machine: elections tolerate slow heartbeats.
             .args(["--heartbeat-interval", "200", "--election-timeout", "2000"])
-            // The scheduler commits a writer batch as one transaction
-            // (docs/running-several-servers.md).
-            .args(["--max-txn-ops", "10000", "--max-request-bytes", "33554432"])
+            // etcd's default --max-txn-ops and --max-request-bytes: the scheduler's writer
+            // splits its commits to fit them (docs/running-several-servers.md).
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
