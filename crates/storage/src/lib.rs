@@ -380,3 +380,36 @@ pub trait StorageExt: Storage {
 }
 
 impl<S: Storage + ?Sized> StorageExt for S {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txn_limits_count_operations_per_branch_and_bytes_with_the_key_overhead() {
+        let limits = TxnLimits {
+            max_ops: 2,
+            max_bytes: 200,
+            key_overhead: 10,
+        };
+        let put = Op::Put {
+            key: b"key".to_vec(),
+            value: vec![0; 50],
+        };
+        assert_eq!(limits.op_bytes(&put), 3 + 10 + 50 + 16);
+        let delete = Op::Delete {
+            key: b"key".to_vec(),
+        };
+        assert_eq!(limits.op_bytes(&delete), 3 * (3 + 10) + 16);
+        let two = Txn::new().then(put.clone()).then(delete.clone());
+        assert!(limits.fits(&two));
+        assert!(!limits.fits(&two.clone().then(delete.clone())), "three ops");
+        let big = Txn::new().then(Op::Put {
+            key: b"k".to_vec(),
+            value: vec![0; 200],
+        });
+        assert!(!limits.fits(&big), "too many bytes");
+        assert!(TxnLimits::UNBOUNDED.fits(&two.then(delete)));
+        assert!(TxnLimits::UNBOUNDED.is_unbounded() && !limits.is_unbounded());
+    }
+}
