@@ -69,6 +69,32 @@ async fn the_most_operations_the_limits_allow_commit_even_when_every_one_is_a_ne
     let result = store.txn(deletes).await.expect("max_ops nested deletes");
     assert!(result.succeeded);
     assert!(store.get(keys[7].as_bytes()).await.expect("get").is_none());
+    // Why two are kept: etcd gives a nested transaction only what its parent level leaves
+    // (`--max-txn-ops` minus the parent's operations), and a delete nests two. One more
+    // delete than the limits allow is refused.
+    let mut fill = Txn::new();
+    let more: Vec<String> = (0..=limits.max_ops).map(|i| format!("more/{i}")).collect();
+    for key in &more[..limits.max_ops] {
+        fill = fill.then(put(key.clone(), b"x".to_vec()));
+    }
+    store.txn(fill).await.expect("puts");
+    store
+        .txn(Txn::put(more[limits.max_ops].clone(), b"x".to_vec()))
+        .await
+        .expect("put");
+    let mut deletes = Txn::new();
+    for key in &more {
+        deletes = deletes.then(Op::Delete {
+            key: key.clone().into_bytes(),
+        });
+    }
+    assert!(!limits.fits(&deletes));
+    let err = store
+        .txn(deletes)
+        .await
+        .expect_err("a nested delete past the budget");
+    assert!(err.to_string().contains("--max-txn-ops"), "{err}");
+    assert!(store.get(more[0].as_bytes()).await.expect("get").is_some());
     // Past etcd's own limit: refused, with the flag named.
     let mut over = Txn::new();
     for i in 0..=DEFAULT_MAX_TXN_OPS {
