@@ -41,9 +41,10 @@ use crate::auth::{Caller, OrgAccess};
 use crate::render::{JsonApi, no_content};
 use crate::request::{Body, Query};
 use crate::store::memberships::{
-    MembershipRecord, MembershipStatus, StatusCounts, count_change, create_ops, load_counts,
-    load_membership, load_page, load_user_membership, load_user_memberships, membership_key_of,
-    next_seq, remove_ops, user_memberships_prefix, visit_memberships,
+    Counts, MembershipRecord, MembershipStatus, StatusCounts, count_change, create_ops,
+    load_counts, load_counts_and_change, load_membership, load_page, load_user_membership,
+    load_user_memberships, membership_key_of, next_seq, remove_ops, user_memberships_prefix,
+    visit_memberships,
 };
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
@@ -392,19 +393,31 @@ pub(crate) async fn list_memberships(
         .get("q")
         .map(str::to_lowercase)
         .filter(|q| !q.is_empty());
-    caller.organization(&state, &name).await?;
+    let access = caller.organization(&state, &name).await?;
 
     let search = Search {
         needle: needle.as_deref(),
         emails: emails.as_deref(),
         status,
     };
+    // The plain page (no `q`, `filter[email]` or `include`) is the same for every caller: it
+    // is cached, keyed by what it shows (see `page_cache`).
+    let cache_key = (search.needle.is_none() && search.emails.is_none() && includes.is_empty())
+        .then(|| page_cache::Key::new(&access, query.pairs()));
     let listed = match (search.needle, search.emails) {
-        (None, None) => list_page(&state, &name, status, page).await?,
+        (None, None) => {
+            let counts = load_counts_and_change(state.storage(), &name).await?;
+            if let Some(key) = &cache_key
+                && let Some(json) = page_cache::get(key, counts.changed)
+            {
+                return Ok(JsonApi::ok_json(json));
+            }
+            list_page(&state, &name, status, page, counts).await?
+        }
         (_, Some(emails)) => list_by_emails(&state, &name, &search, emails, page).await?,
         (Some(_), None) => list_by_search(&state, &name, &search, page).await?,
     };
-    // Typed rendering straight to bytes: no `Resource` maps for the page (the hot path).
+    // Typed rendering straight to bytes: no `Resource` maps for the page.
     let on_page: Vec<&MembershipRecord> = listed.page.iter().collect();
     let included = render_included(&state, &on_page, &includes).await?;
     let views: Vec<MembershipView<'_>> = listed.page.iter().map(MembershipView::new).collect();
@@ -426,7 +439,71 @@ pub(crate) async fn list_memberships(
             },
         },
     };
-    Ok(JsonApi::ok_json(document.to_json()))
+    let json = bytes::Bytes::from(document.to_json());
+    if let (Some(key), Some(changed)) = (cache_key, listed.changed) {
+        page_cache::put(key, changed, json.clone());
+    }
+    Ok(JsonApi::ok_json(json))
+}
+
+/// Rendered plain pages of membership lists, so a page read again before its list changes
+/// costs the caller's access check and one scan of the count keys.
+///
+/// Invariants: an entry is keyed by the organization's `external-id` (random per creation,
+/// so neither two organizations nor two stores in one process share a key), the organization
+/// record's mod revision (a restore or an update of the organization rewrites it) and the
+/// whole query (the page, `filter[status]` and the order of parameters the links repeat),
+/// and it holds the revision of the list's last change it was rendered at
+/// (`store::memberships::Counts::changed`, which every write that changes what a page shows
+/// moves); a read at another revision is a miss and renders anew. The page is read after
+/// that revision, so an entry is never older than its revision. At most [`MAX_ENTRIES`]
+/// entries are kept (all are dropped when full).
+mod page_cache {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex, PoisonError};
+
+    use crate::auth::OrgAccess;
+
+    /// The most rendered pages kept (a page of 100 memberships is ~40 KB).
+    pub(super) const MAX_ENTRIES: usize = 512;
+
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub(super) struct Key {
+        organization: String,
+        organization_revision: storage::Revision,
+        query: Vec<(String, String)>,
+    }
+
+    impl Key {
+        pub(super) fn new(access: &OrgAccess, query: &[(String, String)]) -> Key {
+            Key {
+                organization: access.organization.external_id.clone(),
+                organization_revision: access.revision,
+                query: query.to_vec(),
+            }
+        }
+    }
+
+    static PAGES: LazyLock<Mutex<HashMap<Key, (storage::Revision, bytes::Bytes)>>> =
+        LazyLock::new(Mutex::default);
+
+    /// The page rendered for `key` at the list's last change `changed`, if kept.
+    pub(super) fn get(key: &Key, changed: storage::Revision) -> Option<bytes::Bytes> {
+        let pages = PAGES.lock().unwrap_or_else(PoisonError::into_inner);
+        pages
+            .get(key)
+            .filter(|(at, _)| *at == changed)
+            .map(|(_, json)| json.clone())
+    }
+
+    /// Keeps `json`, the page of `key` rendered at the list's last change `changed`.
+    pub(super) fn put(key: Key, changed: storage::Revision, json: bytes::Bytes) {
+        let mut pages = PAGES.lock().unwrap_or_else(PoisonError::into_inner);
+        if pages.len() >= MAX_ENTRIES && !pages.contains_key(&key) {
+            pages.clear();
+        }
+        pages.insert(key, (changed, json));
+    }
 }
 
 /// A membership list's own `meta` member: `status-counts`.
@@ -473,18 +550,21 @@ struct Listed {
     total: usize,
     /// Memberships matching `q` and `filter[email]`, per status (`meta.status-counts`).
     counts: StatusCounts,
+    /// The list's last change the page was read after (plain pages only: the page cache's).
+    changed: Option<storage::Revision>,
 }
 
-/// No `q`, no `filter[email]`: the maintained counts and a window of the ordered keys, so the
-/// cost is the page's, whatever the organization's size. (Two reads, not one snapshot: under
-/// concurrent invitations the counts and the page may be a write apart.)
+/// No `q`, no `filter[email]`: the maintained counts (read by the caller) and a window of the
+/// ordered keys, so the cost is the page's, whatever the organization's size. (Two reads, not
+/// one snapshot: under concurrent invitations the counts and the page may be a write apart.)
 async fn list_page(
     state: &State,
     organization: &str,
     status: Option<MembershipStatus>,
     page: jsonapi::Page,
+    counts: Counts,
 ) -> Result<Listed, Error> {
-    let counts = load_counts(state.storage(), organization).await?;
+    let Counts { counts, changed } = counts;
     let total = status.map_or(counts.total(), |status| counts.of(status));
     let window = page.range(total);
     let records = load_page(
@@ -499,6 +579,7 @@ async fn list_page(
         page: records,
         total,
         counts,
+        changed: Some(changed),
     })
 }
 
@@ -537,6 +618,7 @@ async fn list_by_emails(
         page: found,
         total,
         counts,
+        changed: None,
     })
 }
 
@@ -575,6 +657,7 @@ async fn list_by_search(
         page: records,
         total,
         counts,
+        changed: None,
     })
 }
 

@@ -26,7 +26,7 @@ pub(crate) struct JsonApi {
 #[derive(Debug)]
 pub(crate) enum Rendered {
     Document(Document),
-    Json(Vec<u8>),
+    Json(bytes::Bytes),
 }
 
 impl JsonApi {
@@ -39,10 +39,10 @@ impl JsonApi {
     }
 
     /// 200 with a document serialized already.
-    pub(crate) fn ok_json(json: Vec<u8>) -> JsonApi {
+    pub(crate) fn ok_json(json: impl Into<bytes::Bytes>) -> JsonApi {
         JsonApi {
             status: StatusCode::OK,
-            body: Rendered::Json(json),
+            body: Rendered::Json(json.into()),
         }
     }
 
@@ -58,7 +58,7 @@ impl JsonApi {
 impl IntoResponse for JsonApi {
     fn into_response(self) -> Response {
         let json = match self.body {
-            Rendered::Document(document) => document.to_json(),
+            Rendered::Document(document) => bytes::Bytes::from(document.to_json()),
             Rendered::Json(json) => json,
         };
         let mut response = (self.status, json).into_response();

@@ -28,7 +28,8 @@ use crate::auth::{Caller, OrgAccess};
 use crate::render::{JsonApi, no_content, page_document};
 use crate::request::{Body, Query};
 use crate::store::memberships::{
-    MembershipRecord, load_membership, load_user_membership, membership_key_of, update_ops,
+    MembershipRecord, changed_op, load_membership, load_user_membership, membership_key_of,
+    update_ops,
 };
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
@@ -412,6 +413,8 @@ pub(crate) async fn delete_team(
                 txn.success.extend(update_ops(&stored.record, &after)?);
             }
         }
+        // The members' pages show their teams (store/memberships.rs invariant).
+        txn = txn.then(changed_op(organization));
         if commit(state.storage(), txn).await? {
             return Ok(no_content());
         }
@@ -544,6 +547,8 @@ async fn change_members(
                 txn = change(txn, stored)?;
             }
         }
+        // The members' pages show their teams (store/memberships.rs invariant).
+        txn = txn.then(changed_op(&team.organization));
         if commit(state.storage(), txn).await? {
             return Ok(no_content());
         }

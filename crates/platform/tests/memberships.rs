@@ -995,3 +995,113 @@ async fn concurrent_invitations_into_one_organization_all_succeed() {
         page.text
     );
 }
+
+#[tokio::test]
+async fn the_plain_page_shows_every_change_made_after_it_was_read() {
+    let (platform, devs) = seeded().await;
+    let ops = platform.create_team("acme", "ops", json!({})).await;
+    // Read twice between changes: the second read may be answered from the page cache, and
+    // must still be the first's answer; the read after a change must show it.
+    let page = || async {
+        let first = platform.get(LIST, ROOT).await.expect(200);
+        let again = platform.get(LIST, ROOT).await.expect(200);
+        assert_eq!(first.bytes, again.bytes);
+        first.body
+    };
+    let teams_of = |body: &Value, email: &str| -> Vec<String> {
+        let member = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["attributes"]["email"] == email)
+            .unwrap_or_else(|| panic!("{email} not listed"));
+        member["relationships"]["teams"]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|team| team["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let counts = |body: &Value| body["meta"]["status-counts"].clone();
+    let before = page().await;
+    assert_eq!(teams_of(&before, "bob@example.com"), [devs.as_str()]);
+    assert_eq!(
+        counts(&before),
+        json!({"total": 5, "active": 3, "invited": 2})
+    );
+
+    // A team joined and left, and a team deleted, show in the members' relationships.
+    let users = json!({"data": [{"type": "users", "id": "bob"}]});
+    platform
+        .post(
+            &format!("/api/v2/teams/{ops}/relationships/users"),
+            ROOT,
+            users.clone(),
+        )
+        .await
+        .expect(204);
+    let mut both = vec![devs.clone(), ops.clone()];
+    both.sort();
+    assert_eq!(teams_of(&page().await, "bob@example.com"), both);
+    platform
+        .delete(&format!("/api/v2/teams/{devs}"), ROOT)
+        .await
+        .expect(204);
+    let after_delete = page().await;
+    assert_eq!(teams_of(&after_delete, "bob@example.com"), [ops.as_str()]);
+    assert!(teams_of(&after_delete, "carol@example.com").is_empty());
+    platform
+        .call(
+            Method::DELETE,
+            &format!("/api/v2/teams/{ops}/relationships/users"),
+            Some(ROOT),
+            Some(users),
+        )
+        .await
+        .expect(204);
+    assert!(teams_of(&page().await, "bob@example.com").is_empty());
+
+    // An invitation, its acceptance and a removal show in the list and its counts.
+    let invited = platform
+        .invite("acme", "eve@example.com", &[&ops], ROOT)
+        .await
+        .expect(201);
+    let listed = page().await;
+    assert_eq!(
+        counts(&listed),
+        json!({"total": 6, "active": 3, "invited": 3})
+    );
+    assert_eq!(teams_of(&listed, "eve@example.com"), [ops.as_str()]);
+    let id = invited.body["data"]["id"].as_str().unwrap();
+    let token = invited.body["meta"]["invitation"]["token"]
+        .as_str()
+        .unwrap();
+    accept(
+        &platform,
+        id,
+        None,
+        json!({"invitation-token": token, "username": "eve"}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        counts(&page().await),
+        json!({"total": 6, "active": 4, "invited": 2})
+    );
+    platform
+        .delete(&format!("/api/v2/organization-memberships/{id}"), ROOT)
+        .await
+        .expect(204);
+    let last = page().await;
+    assert_eq!(
+        counts(&last),
+        json!({"total": 5, "active": 3, "invited": 2})
+    );
+    assert!(
+        !last["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["attributes"]["email"] == "eve@example.com")
+    );
+}

@@ -28,6 +28,14 @@
 //!   `invited`; acceptance clears it.
 //! - `seq` is fixed at creation and never reused in an organization; the index records
 //!   (`membership-ids/`, `user-memberships/`) carry it, so a lookup by id is two point reads.
+//! - Every transaction that changes what a page of an organization's list shows writes one of
+//!   its `membership-counts/<org>/` keys: a membership created, removed or changing status
+//!   writes a count shard ([`count_change`]); joining or leaving a team (`teams.rs`) and an
+//!   email copied ([`copy_user_ops`]) put the zero-count shard `changes` ([`changed_op`], at
+//!   most once per transaction: etcd refuses a key put twice in one). So the newest mod
+//!   revision under that prefix ([`Counts::changed`]) is the list's last change, which the
+//!   page cache of `memberships.rs` keys on; only the copied username, which a page does not
+//!   show, is written without it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -331,6 +339,15 @@ pub(crate) async fn count_change(
     ))
 }
 
+/// The put that marks `organization`'s membership list changed where no count changes (see
+/// the module invariants): the zero-count shard `changes`. At most once per transaction.
+pub(crate) fn changed_op(organization: &str) -> Op {
+    Op::Put {
+        key: format!("{}changes", org_counts_prefix(organization)).into_bytes(),
+        value: br#"{"version":1,"invited":0,"active":0}"#.to_vec(),
+    }
+}
+
 /// The put that starts the counts of a new organization at `counts`.
 pub(crate) fn initial_counts_op(organization: &str, counts: StatusCounts) -> Result<Op, Error> {
     put(
@@ -342,20 +359,39 @@ pub(crate) fn initial_counts_op(organization: &str, counts: StatusCounts) -> Res
     )
 }
 
-/// How many memberships of `organization` have each status: one scan of its [`COUNT_SHARDS`]
-/// count keys (one read, not a point read per shard).
+/// How many memberships of `organization` have each status: one scan of its count keys (the
+/// [`COUNT_SHARDS`] shards and `changes`; one read, not a point read per shard).
 pub(crate) async fn load_counts(
     storage: &dyn Storage,
     organization: &str,
 ) -> Result<StatusCounts, Error> {
+    Ok(load_counts_and_change(storage, organization).await?.counts)
+}
+
+/// An organization's status counts and the revision of its list's last change.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Counts {
+    pub(crate) counts: StatusCounts,
+    /// The newest mod revision of its count keys: the last change of anything a page of the
+    /// list shows (module invariants); 0 for an organization without count keys.
+    pub(crate) changed: storage::Revision,
+}
+
+/// [`load_counts`] with the revision of the list's last change (same single scan).
+pub(crate) async fn load_counts_and_change(
+    storage: &dyn Storage,
+    organization: &str,
+) -> Result<Counts, Error> {
     let scan = storage
         .scan(KeyRange::prefix(org_counts_prefix(organization)), None)
         .await?;
-    let mut sum = StatusCounts::default();
+    let mut counts = StatusCounts::default();
+    let mut changed = 0;
     for kv in &scan.kvs {
-        sum = sum.add(decode::<CountsRecord>(&kv.key, &kv.value)?.counts);
+        counts = counts.add(decode::<CountsRecord>(&kv.key, &kv.value)?.counts);
+        changed = changed.max(kv.mod_revision);
     }
-    Ok(sum)
+    Ok(Counts { counts, changed })
 }
 
 /// Up to `limit` memberships of `organization` in list order after skipping `offset`, all of
@@ -521,6 +557,8 @@ pub(crate) async fn copy_user_ops(
         let key = membership_key_of(&copy);
         compares.push(Compare::ModRevision(key.clone(), stored.revision));
         ops.push(put(key, &copy)?);
+        // A user has one membership per organization, so one mark per organization.
+        ops.push(changed_op(&copy.organization));
     }
     Ok((compares, ops))
 }
