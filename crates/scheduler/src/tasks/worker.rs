@@ -6,9 +6,14 @@
 //!   never planned twice at once.
 //! - A plan refused in part (a node filled up meanwhile) is recomputed from a fresh snapshot, at
 //!   most [`MAX_PLAN_ATTEMPTS`] times; then the evaluation is marked failed, as Nomad does.
+//! - A plan whose commit failed (the store refused it, or failed between the parts of a plan
+//!   split to fit etcd's limits, leaving the parts before committed) is recomputed the same way
+//!   after a short pause, from a snapshot that holds what did commit, so the evaluation is
+//!   finished here rather than left pending until another leader re-queues it. A term that
+//!   ends stops the retries (the next leader re-queues the evaluation).
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -20,19 +25,22 @@ use crate::structs::{EVAL_STATUS_FAILED, EVAL_STATUS_PENDING, Evaluation};
 /// Plans computed for one evaluation before it is marked failed.
 const MAX_PLAN_ATTEMPTS: usize = 5;
 
+/// The pause after a failed plan commit, times the attempt's number.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
 /// Takes evaluations from the broker until `term` ends; an evaluation taken is always
 /// finished (and acked) first.
 pub(crate) async fn run(state: State, term: CancellationToken) {
     let broker = state.broker().clone();
     while let Some(eval) = broker.dequeue(&term).await {
-        process(&state, &eval).await;
+        process(&state, &eval, &term).await;
         broker.ack(&eval);
     }
 }
 
-async fn process(state: &State, queued: &Arc<Evaluation>) {
+async fn process(state: &State, queued: &Arc<Evaluation>, term: &CancellationToken) {
     let store = state.store();
-    for _ in 0..MAX_PLAN_ATTEMPTS {
+    for attempt in 1..=MAX_PLAN_ATTEMPTS {
         let snapshot = store.snapshot();
         // The stored evaluation is the truth: it may have been processed already.
         let Some(eval) = snapshot.eval(&queued.id) else {
@@ -54,8 +62,12 @@ async fn process(state: &State, queued: &Arc<Evaluation>) {
             }) if result.refused_nodes.is_empty() => return,
             Ok(_) => continue,
             Err(err) => {
-                tracing::warn!(eval = %queued.id, error = %err, "cannot apply a plan");
-                return;
+                tracing::warn!(eval = %queued.id, attempt, error = %err, "cannot apply a plan; planning again");
+                let pause = RETRY_PAUSE * u32::try_from(attempt).unwrap_or(u32::MAX);
+                tokio::select! {
+                    () = term.cancelled() => return,
+                    () = tokio::time::sleep(pause) => continue,
+                }
             }
         }
     }
