@@ -29,7 +29,7 @@
 //! 11. the answer: raw responses pass through; `None` → 204 for writes, 404 `{"errors":[]}`
 //!     for reads and lists; LIST with no keys → 404; with a wrap TTL above zero, the envelope
 //!     is stored in a new wrapping token's cubbyhole and the client gets only `wrap_info`
-//!     (`wrapping::wrap`); else 200 with Vault's envelope, with `data` also copied to the top
+//!     (`wrapping::store_wrapped`); else 200 with Vault's envelope, with `data` also copied to the top
 //!     level for [`TOP_LEVEL_DATA_ROUTES`].
 //!
 //! Core backends (sys, token, identity; never engines) that need to put a rendered token into the
@@ -46,7 +46,7 @@ use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use secrets_sdk::{Data, Operation};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::mounts::{Backend, MountEntry};
 use crate::request::{self, LogicalRequest, RequestContext, Verb};
@@ -332,46 +332,68 @@ async fn respond(
 
     let data = answer.data.map_or(Value::Null, Value::Object);
     let wrap_ttl = ctx.wrap_ttl.filter(|ttl| !ttl.is_zero());
-    let mut body = Map::new();
-    if wrap_ttl.is_none()
-        && injects_top_level(&req.path)
-        && let Value::Object(fields) = &data
-    {
+    let warnings = (!answer.warnings.is_empty()).then_some(answer.warnings.as_slice());
+    let envelope = Envelope {
+        auth: &auth_json,
+        data: &data,
+        lease_duration,
+        lease_id: &lease_id,
+        renewable,
+        request_id: &request_id,
+        warnings,
+        wrap_info: (),
+    };
+    let top_level = match &data {
+        Value::Object(fields) if wrap_ttl.is_none() && injects_top_level(&req.path) => Some(fields),
+        _ => None,
+    };
+    if let Some(fields) = top_level {
+        // Vault's `injectDataIntoTopRoutes` (sys paths only, never a hot path): the data's
+        // fields beside the envelope's, which wins on a clash.
+        let Ok(Value::Object(mut body)) = serde_json::to_value(&envelope) else {
+            unreachable!("an envelope serialises to an object")
+        };
         for (key, value) in fields {
-            body.insert(key.clone(), value.clone());
+            body.entry(key.clone()).or_insert_with(|| value.clone());
         }
+        return Ok(json_response(StatusCode::OK, &Value::Object(body)));
     }
-    body.insert("request_id".to_owned(), Value::String(request_id));
-    body.insert("lease_id".to_owned(), Value::String(lease_id));
-    body.insert("renewable".to_owned(), Value::Bool(renewable));
-    body.insert("lease_duration".to_owned(), Value::from(lease_duration));
-    body.insert("data".to_owned(), data);
-    body.insert("wrap_info".to_owned(), Value::Null);
-    body.insert(
-        "warnings".to_owned(),
-        if answer.warnings.is_empty() {
-            Value::Null
-        } else {
-            answer.warnings.into_iter().map(Value::String).collect()
-        },
-    );
+    let Some(ttl) = wrap_ttl else {
+        return Ok(json_bytes_response(
+            StatusCode::OK,
+            serde_json::to_vec(&envelope).unwrap_or_else(|_| b"null".to_vec()),
+        ));
+    };
     let wrapped_accessor = auth_json
         .get("accessor")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    body.insert("auth".to_owned(), auth_json);
-    let body = Value::Object(body);
-    let Some(ttl) = wrap_ttl else {
-        return Ok(json_response(StatusCode::OK, &body));
-    };
     let request = WrapRequest {
         ttl,
         display_name: &display_name,
         creation_path: &req.path,
         wrapped_accessor,
     };
-    let wrapped = wrapping::wrap(state, &request, &body).await?;
+    let text = serde_json::to_string(&envelope).unwrap_or_else(|_| "null".to_owned());
+    let wrapped = wrapping::store_wrapped(state, &request, text).await?;
     Ok(json_response(StatusCode::OK, &wrapped))
+}
+
+/// Vault's response envelope, serialised straight from borrowed parts (a `serde_json::Map`
+/// per request cost a tree of owned keys). Fields in alphabetical order, the order the map
+/// this replaced wrote them in.
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    auth: &'a Value,
+    data: &'a Value,
+    lease_duration: u64,
+    lease_id: &'a str,
+    renewable: bool,
+    request_id: &'a str,
+    /// `null` when there are none, as Vault.
+    warnings: Option<&'a [String]>,
+    /// Always `null` here: a wrapped answer is the wrapping token's own envelope.
+    wrap_info: (),
 }
 
 /// Whether this is a wrapping token unwrapping itself (`sys/wrapping/unwrap` without a
@@ -404,7 +426,14 @@ fn list_is_empty(answer: &secrets_sdk::Response) -> bool {
 /// `application/json` exactly, as hvac needs.
 pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     // `to_vec` writes straight into the buffer; `Display` would go through `fmt` per token.
-    let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"null".to_vec());
+    json_bytes_response(
+        status,
+        serde_json::to_vec(body).unwrap_or_else(|_| b"null".to_vec()),
+    )
+}
+
+/// [`json_response`] for a body already serialised.
+fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
     response.headers_mut().insert(

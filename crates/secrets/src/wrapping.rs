@@ -2,9 +2,9 @@
 //! single-use token and the client gets only that token, in `wrap_info`.
 //!
 //! Where it sits: `dispatch.rs` wraps any answer with a body when the request carried a wrap
-//! TTL ([`wrap`]), and checks the token named by `sys/wrapping/{lookup,unwrap,rewrap}` before
+//! TTL ([`store_wrapped`]), and checks the token named by `sys/wrapping/{lookup,unwrap,rewrap}` before
 //! anything else ([`validate`]); `sys/wrapping.rs` serves those endpoints over [`read`],
-//! [`consume`] and [`wrap`]. The cubbyhole engine (`secrets-cubbyhole`, mounted at
+//! [`consume`] and [`store_wrapped`]. The cubbyhole engine (`secrets-cubbyhole`, mounted at
 //! `cubbyhole/`) stores, in the wrapping token's own cubbyhole:
 //! - `response`: `{"response": "<the whole response body, as JSON text>"}`;
 //! - `wrapinfo`: `{"creation_ttl": <nanoseconds>, "creation_time": "<RFC 3339>",
@@ -117,17 +117,9 @@ pub(crate) async fn validate(
     }
 }
 
-/// Wraps `body` (a whole response body): creates the wrapping token, stores the body and the
-/// wrapping facts in its cubbyhole and returns the body the client gets instead.
-pub(crate) async fn wrap(
-    state: &State,
-    request: &WrapRequest<'_>,
-    body: &Value,
-) -> Result<Value, Error> {
-    store_wrapped(state, request, body.to_string()).await
-}
-
-/// [`wrap`] with the response already as JSON text (a rewrap keeps the stored text as is).
+/// Wraps a whole response body, given as JSON text (dispatch serialises its envelope; a rewrap
+/// keeps the stored text as is): creates the wrapping token, stores the body and the wrapping
+/// facts in its cubbyhole and returns the body the client gets instead.
 pub(crate) async fn store_wrapped(
     state: &State,
     request: &WrapRequest<'_>,
