@@ -423,11 +423,6 @@ async fn serve_all(
                 return Err(err);
             }
         };
-        let options = http_kit::HttpOptions {
-            metrics: Some(metrics.requests(kind.name())),
-            ..http_kit::HttpOptions::default()
-        };
-        let router = http_kit::layers(router, &options);
         let scheme = if tls.is_some() { "https" } else { "http" };
         banner.push(format!("  {:<11} {scheme}://{local}", kind.name()));
         urls.push((kind.name(), format!("{scheme}://{local}")));
@@ -538,6 +533,12 @@ async fn build_service(
     secrets_url: Option<&str>,
     registry_url: Option<&str>,
 ) -> Result<axum::Router, Error> {
+    // The shared request layer (request ids, spans, limits, metrics), which each service puts
+    // around its routes together with its own header hooks: one layer per route.
+    let options = http_kit::HttpOptions {
+        metrics: Some(metrics.requests(kind.name())),
+        ..http_kit::HttpOptions::default()
+    };
     let dev_root_token = plan.dev_root_token.clone();
     let failed = |message: String| Error::Service {
         service: kind.name(),
@@ -557,7 +558,7 @@ async fn build_service(
                 .await
                 .map_err(|err| failed(err.to_string()))?;
             secrets::start_tasks(&state, runner);
-            secrets::router(state)
+            secrets::router_with(state, &options)
         }
         ServiceKind::Registry => {
             let mut config = registry::Config::new(advertise(local));
@@ -583,7 +584,7 @@ async fn build_service(
                 .await
                 .map_err(|err| failed(err.to_string()))?;
             registry::start_tasks(&state, runner);
-            registry::router(state)
+            registry::router_with(state, &options)
         }
         ServiceKind::Scheduler => {
             let config = scheduler::Config {
@@ -643,7 +644,7 @@ async fn build_service(
                     tracing::info!(killed, "stopped the dev client's tasks");
                 });
             }
-            scheduler::router(state)
+            scheduler::router_with(state, &options)
         }
         ServiceKind::Platform => {
             let encryption_password = match &plan.platform_encryption {
@@ -685,7 +686,7 @@ async fn build_service(
                 crate::println_stdout(&format!("  platform bootstrap token  {token}"));
             }
             platform::start_tasks(&opened.state, runner);
-            platform::router(opened.state)
+            http_kit::layers(platform::router(opened.state), &options)
         }
     })
 }

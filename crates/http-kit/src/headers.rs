@@ -1,9 +1,10 @@
 //! Header spellings (product decision 1): the spec's names are canonical, upstream's are
 //! accepted on requests and also sent on responses; and `Authorization: Bearer` tokens.
 //!
-//! Where it sits: each service wraps its router in [`header_aliases`] with its prefix pairs
-//! (`("x-registry-", "x-consul-")`, `("x-scheduler-", "x-nomad-")`,
-//! `("x-secrets-", "x-vault-")`), so handlers read and write only canonical names.
+//! Where it sits: each service names its prefix pairs (`("x-registry-", "x-consul-")`,
+//! `("x-scheduler-", "x-nomad-")`, `("x-secrets-", "x-vault-")`) in its `Hooks`, which the
+//! shared layer (`layers.rs`) applies, or wraps its router in [`header_aliases`]; handlers read
+//! and write only canonical names.
 //!
 //! Invariants:
 //! - On requests, a header sent only under the upstream prefix is copied (every value) to the
@@ -12,18 +13,12 @@
 //!   handler already set that upstream header itself.
 //! - Prefixes match case-insensitively (header names are lowercase on the wire in `http`).
 
-use std::convert::Infallible;
-use std::task::{Context, Poll};
-
 use axum::Router;
-use axum::extract::Request;
-use axum::response::Response;
-use futures::future::BoxFuture;
 use http::{HeaderMap, HeaderName, HeaderValue, header};
-use tower::{Layer, Service};
 
 /// Wraps `router` so that each `(canonical prefix, upstream prefix)` pair in `pairs` works in
-/// both spellings; see the module docs.
+/// both spellings; see the module docs. In production the pairs go into the shared layer
+/// instead (`layers_with_hooks`), which avoids a second boxed `Route` per request.
 pub fn header_aliases<S>(
     router: Router<S>,
     pairs: &'static [(&'static str, &'static str)],
@@ -31,81 +26,34 @@ pub fn header_aliases<S>(
 where
     S: Clone + Send + Sync + 'static,
 {
-    router.layer(AliasLayer { pairs })
-}
-
-/// The alias middleware as a plain tower [`Layer`]: one boxed future per request and nothing
-/// else allocated unless a header needs a copy.
-#[derive(Clone, Copy)]
-struct AliasLayer {
-    pairs: &'static [(&'static str, &'static str)],
-}
-
-impl<S> Layer<S> for AliasLayer {
-    type Service = Aliases<S>;
-
-    fn layer(&self, inner: S) -> Aliases<S> {
-        Aliases {
-            inner,
-            pairs: self.pairs,
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Aliases<S> {
-    inner: S,
-    pairs: &'static [(&'static str, &'static str)],
-}
-
-impl<S> Service<Request> for Aliases<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request) -> Self::Future {
-        let pairs = self.pairs;
-        for (canonical, upstream) in pairs {
-            copy_prefixed(request.headers_mut(), upstream, canonical);
-        }
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let answer = inner.call(request);
-        Box::pin(async move {
-            let Ok(mut response) = answer.await;
-            for (canonical, upstream) in pairs {
-                copy_prefixed(response.headers_mut(), canonical, upstream);
-            }
-            Ok(response)
-        })
-    }
+    crate::layers::hooks(
+        router,
+        crate::layers::Hooks {
+            aliases: pairs,
+            finish: None,
+        },
+    )
 }
 
 /// Copies every header named `from_prefix` + rest to `to_prefix` + rest, unless the target
 /// name is already present.
-fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefix: &str) {
+pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefix: &str) {
     let mut additions: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    // Names are built in a stack buffer: `HeaderName::from_bytes` copies what it keeps.
+    let mut buffer = [0u8; 128];
     for (name, value) in headers.iter() {
         let name = name.as_str();
         let Some(rest) = strip_prefix_ignore_case(name, from_prefix) else {
             continue;
         };
-        if rest.is_empty() {
+        let length = to_prefix.len() + rest.len();
+        if rest.is_empty() || length > buffer.len() {
             continue;
         }
-        let mut target = String::with_capacity(to_prefix.len() + rest.len());
-        target.push_str(to_prefix);
-        target.push_str(rest);
-        target.make_ascii_lowercase();
-        let Ok(target) = HeaderName::try_from(target) else {
+        buffer[..to_prefix.len()].copy_from_slice(to_prefix.as_bytes());
+        buffer[to_prefix.len()..length].copy_from_slice(rest.as_bytes());
+        buffer[..length].make_ascii_lowercase();
+        let Ok(target) = HeaderName::from_bytes(&buffer[..length]) else {
             continue;
         };
         if !headers.contains_key(&target) {
@@ -138,6 +86,7 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use axum::body::Body;
+    use axum::response::Response;
     use axum::routing::get;
     use tower::ServiceExt;
 

@@ -1,6 +1,12 @@
 //! The middleware every service router gets: [`layers`] (request ids, a tracing span per
-//! request, panic containment, the default body limit, request metrics) and
-//! [`with_body_limit`] for routes that need another limit.
+//! request, panic containment, the default body limit, request metrics), with the service's own
+//! [`Hooks`] (header aliases, a response finisher) run inside the same layer by
+//! [`layers_with_hooks`], and [`with_body_limit`] for routes that need another limit.
+//!
+//! Why one layer: axum wraps every route in one boxed `Route` per `Router::layer` call (a boxed
+//! service clone, a boxed future and a move of the request on every request), so everything a
+//! service adds to every request goes into the one tower service here ([`hooks`] alone, for
+//! tests that build a service's router without the rest).
 //!
 //! Where it sits: outermost on each service's router, so it sees every request first and every
 //! response last; `cairn` calls it once per service before [`serve`](crate::serve).
@@ -22,7 +28,9 @@
 
 use std::any::Any;
 use std::convert::Infallible;
+use std::fmt;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -85,22 +93,68 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyLimit(pub usize);
 
+/// Adds a service's headers to a response: what it can add at once it adds to `response`; what
+/// needs an await it answers as a future of more headers, inserted when it resolves.
+pub type Finish = Arc<dyn Fn(&mut Response) -> Option<BoxFuture<'static, HeaderMap>> + Send + Sync>;
+
+/// What a service adds to each of its requests and responses, run by [`layers_with_hooks`]
+/// (or [`hooks`]) inside the one shared layer.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// `(canonical prefix, upstream prefix)` header pairs (`headers.rs`: requests get the
+    /// canonical spelling, responses both).
+    pub aliases: &'static [(&'static str, &'static str)],
+    /// Runs on every response (errors and 404s included) before the aliases are copied.
+    pub finish: Option<Finish>,
+}
+
+impl fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("aliases", &self.aliases)
+            .field("finish", &self.finish.is_some())
+            .finish()
+    }
+}
+
 /// Wraps a service router in the shared middleware; see the module docs for what it adds.
 pub fn layers<S>(router: Router<S>, options: &HttpOptions) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    // One `Router::layer` call: axum wraps every route in a boxed `Route` per call (a boxed
-    // service clone and a boxed future per request each), so the three layers go in as one.
+    layers_with_hooks(router, options, Hooks::default())
+}
+
+/// [`layers`] with the service's [`Hooks`] run inside the same layer.
+pub fn layers_with_hooks<S>(router: Router<S>, options: &HttpOptions, hooks: Hooks) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    // One `Router::layer` call for everything (see the module docs).
     let limit = options.body_limit;
     router.layer(
         tower::ServiceBuilder::new()
-            .layer(RequestContextLayer {
-                metrics: options.metrics.clone(),
+            .layer(StackLayer {
+                context: Some(ContextOptions {
+                    metrics: options.metrics.clone(),
+                }),
+                hooks: Arc::new(hooks),
             })
             .layer(axum::Extension(BodyLimit(limit)))
             .layer(DefaultBodyLimit::max(limit)),
     )
+}
+
+/// Only the service's [`Hooks`], without request ids, spans, limits or metrics: a service's
+/// own router as its tests use it.
+pub fn hooks<S>(router: Router<S>, hooks: Hooks) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    router.layer(StackLayer {
+        context: None,
+        hooks: Arc::new(hooks),
+    })
 }
 
 /// Sets the body limit for the routes in `router` (for example a larger one for snapshot
@@ -118,32 +172,41 @@ where
     )
 }
 
-/// The request-context middleware as a plain tower [`Layer`]: unlike `middleware::from_fn` it
-/// boxes nothing but the one future per request (no per-request `Next` service box, no
-/// response mapping layer).
+/// The shared middleware as a plain tower [`Layer`]: unlike `middleware::from_fn` it boxes
+/// nothing but the one future per request (no per-request `Next` service box, no response
+/// mapping layer).
 #[derive(Clone)]
-struct RequestContextLayer {
+struct StackLayer {
+    /// Request ids, the span, panic containment and metrics; `None` for [`hooks`] alone.
+    context: Option<ContextOptions>,
+    hooks: Arc<Hooks>,
+}
+
+#[derive(Clone)]
+struct ContextOptions {
     metrics: Option<RequestMetrics>,
 }
 
-impl<S> Layer<S> for RequestContextLayer {
-    type Service = RequestContext<S>;
+impl<S> Layer<S> for StackLayer {
+    type Service = Stack<S>;
 
-    fn layer(&self, inner: S) -> RequestContext<S> {
-        RequestContext {
+    fn layer(&self, inner: S) -> Stack<S> {
+        Stack {
             inner,
-            metrics: self.metrics.clone(),
+            context: self.context.clone(),
+            hooks: Arc::clone(&self.hooks),
         }
     }
 }
 
 #[derive(Clone)]
-struct RequestContext<S> {
+struct Stack<S> {
     inner: S,
-    metrics: Option<RequestMetrics>,
+    context: Option<ContextOptions>,
+    hooks: Arc<Hooks>,
 }
 
-impl<S> Service<Request> for RequestContext<S>
+impl<S> Service<Request> for Stack<S>
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -156,17 +219,48 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
         // The service that was polled ready handles this request; a clone stays for the next.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(request_context(inner, self.metrics.clone(), request))
+        for (canonical, upstream) in self.hooks.aliases {
+            crate::headers::copy_prefixed(request.headers_mut(), upstream, canonical);
+        }
+        let hooks = Arc::clone(&self.hooks);
+        match &self.context {
+            Some(context) => Box::pin(request_context(
+                inner,
+                context.metrics.clone(),
+                hooks,
+                request,
+            )),
+            None => Box::pin(async move {
+                let mut inner = inner;
+                let Ok(response) = inner.call(request).await;
+                Ok(finish(&hooks, response).await)
+            }),
+        }
     }
+}
+
+/// The service's finisher, then its aliases, on one response.
+async fn finish(hooks: &Hooks, mut response: Response) -> Response {
+    if let Some(finish) = &hooks.finish
+        && let Some(later) = finish(&mut response)
+    {
+        let headers = later.await;
+        response.headers_mut().extend(headers);
+    }
+    for (canonical, upstream) in hooks.aliases {
+        crate::headers::copy_prefixed(response.headers_mut(), canonical, upstream);
+    }
+    response
 }
 
 async fn request_context<S>(
     mut inner: S,
     metrics: Option<RequestMetrics>,
+    hooks: Arc<Hooks>,
     mut request: Request,
 ) -> Result<Response, Infallible>
 where
@@ -190,7 +284,7 @@ where
         .catch_unwind()
         .instrument(span.clone())
         .await;
-    let mut response = match outcome {
+    let response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(never)) => match never {},
         Err(panic) => {
@@ -203,6 +297,7 @@ where
             crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
         }
     };
+    let mut response = finish(&hooks, response).instrument(span.clone()).await;
     if let Some(value) = header {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
@@ -445,6 +540,94 @@ mod tests {
                 ("unmatched", "404", 1)
             ]
         );
+    }
+
+    /// A service's hooks as a registry uses them: the aliases both ways, and a finisher that
+    /// sets one header at once and another after an await, unless the handler set it.
+    fn hooked_app() -> Router {
+        let router = Router::new()
+            .route(
+                "/token",
+                get(|headers: HeaderMap| async move {
+                    headers
+                        .get("x-registry-token")
+                        .map(|value| value.to_str().unwrap().to_owned())
+                        .unwrap_or_default()
+                }),
+            )
+            .route(
+                "/indexed",
+                get(|| async { ([("x-registry-index", "7")], "indexed") }),
+            )
+            .route("/panic", get(explode));
+        let finish: Finish = Arc::new(|response: &mut Response| {
+            response
+                .headers_mut()
+                .insert("x-registry-knownleader", HeaderValue::from_static("true"));
+            if response.headers().contains_key("x-registry-index") {
+                return None;
+            }
+            Some(Box::pin(async {
+                tokio::task::yield_now().await;
+                let mut headers = HeaderMap::new();
+                headers.insert("x-registry-index", HeaderValue::from_static("42"));
+                headers
+            }))
+        });
+        let hooks = Hooks {
+            aliases: &[("x-registry-", "x-consul-")],
+            finish: Some(finish),
+        };
+        layers_with_hooks(router, &HttpOptions::default(), hooks)
+    }
+
+    #[tokio::test]
+    async fn hooks_run_inside_the_shared_layer() {
+        let request = http::Request::get("/token")
+            .header("X-Consul-Token", "abc")
+            .body(Body::empty())
+            .unwrap();
+        let response = hooked_app().oneshot(request).await.unwrap();
+        let headers = response.headers().clone();
+        assert_eq!(headers["x-registry-index"], "42");
+        assert_eq!(headers["x-consul-index"], "42");
+        assert_eq!(headers["x-consul-knownleader"], "true");
+        assert!(headers.contains_key(REQUEST_ID_HEADER));
+        assert_eq!(body_text(response).await, "abc");
+
+        let response = hooked_app().oneshot(get_request("/indexed")).await.unwrap();
+        assert_eq!(response.headers()["x-consul-index"], "7");
+        assert_eq!(
+            response
+                .headers()
+                .get_all("x-registry-index")
+                .iter()
+                .count(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn hooks_finish_unmatched_and_panicking_requests() {
+        for uri in ["/nowhere", "/panic"] {
+            let response = hooked_app().oneshot(get_request(uri)).await.unwrap();
+            assert_eq!(response.headers()["x-consul-index"], "42", "{uri}");
+            assert!(response.headers().contains_key(REQUEST_ID_HEADER), "{uri}");
+        }
+    }
+
+    #[tokio::test]
+    async fn hooks_alone_add_no_request_id() {
+        let router = Router::new().route("/", get(|| async { "ok" }));
+        let app = hooks(
+            router,
+            Hooks {
+                aliases: &[("x-registry-", "x-consul-")],
+                finish: None,
+            },
+        );
+        let response = app.oneshot(get_request("/")).await.unwrap();
+        assert!(!response.headers().contains_key(REQUEST_ID_HEADER));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   keep-alive kept across request bodies a handler did not read (discarded up to 256 KiB as
 //!   Go does, else `Connection: close` and a graceful close; see `keep_alive`).
 //! - [`layers`]: request ids ([`RequestId`], `X-Request-Id`), one tracing span per request,
-//!   the default body limit ([`HttpOptions`]); [`init_tracing`] sets up logging to stderr.
+//!   the default body limit ([`HttpOptions`]), and a service's [`Hooks`] (header aliases and a
+//!   response finisher) in the same layer ([`layers_with_hooks`]); [`init_tracing`] sets up
+//!   logging to stderr.
 //! - [`ApiError`] and [`into_response`]: how a service's error enum becomes a response in its
 //!   upstream's body shape (see [`shape`]), with 5xx causes logged once and hidden from clients.
 //! - [`ApiJson`], [`ApiQuery`], [`RawBody`]: extractors whose rejections are the service's own
@@ -54,8 +56,8 @@ pub use error::{ApiError, INTERNAL_ERROR_MESSAGE, Rejection, into_response};
 pub use extract::{ApiJson, ApiQuery, RawBody};
 pub use headers::{bearer_token, header_aliases};
 pub use layers::{
-    BodyLimit, DEFAULT_BODY_LIMIT, HttpOptions, REQUEST_ID_HEADER, RequestId, layers,
-    with_body_limit,
+    BodyLimit, DEFAULT_BODY_LIMIT, Finish, Hooks, HttpOptions, REQUEST_ID_HEADER, RequestId, hooks,
+    layers, layers_with_hooks, with_body_limit,
 };
 pub use logging::{LogFormat, ParseLogFormatError, init_tracing};
 pub use serve::{DRAIN_TIMEOUT, Shutdown, serve, serve_tls};

@@ -45,7 +45,7 @@ use std::time::Duration;
 use storage::Storage;
 
 pub use error::Error;
-pub use routes::router;
+pub use routes::{router, router_with};
 pub use stdx::clock::{Clock, ManualClock, SharedClock, SystemClock};
 
 /// The datacenter name this server reports and accepts.

@@ -5,7 +5,8 @@
 //! Where it sits: Consul's flavour of `http_kit::query` (which parses the query string and
 //! renders [`Indexed`] answers) and `http_kit::blocking`. Handlers take [`QueryParams`] and call
 //! [`QueryParams::options`], run their reads through [`QueryOptions::read`] or
-//! [`QueryOptions::block`] and answer with [`Indexed`]; [`layer`] (applied in `routes.rs`) adds
+//! [`QueryOptions::block`] and answer with [`Indexed`]; [`finish`] (a hook of the shared layer,
+//! named in `routes.rs`) adds
 //! `X-Registry-KnownLeader` and `-LastContact` to every response and an `X-Registry-Index` to
 //! any response that lacks one (errors and 404s included, which py-consul requires).
 //!
@@ -17,8 +18,7 @@
 use std::future::Future;
 use std::ops::Deref;
 
-use axum::extract::{FromRequestParts, Request, State as AxumState};
-use axum::middleware::{self, Next};
+use axum::extract::FromRequestParts;
 use axum::response::Response;
 use http::HeaderMap;
 use http::request::Parts;
@@ -255,29 +255,29 @@ pub(crate) fn set_index(headers: &mut HeaderMap, index: u64) {
 /// Adds the leader headers to every response, and an index to any that lacks one (writes,
 /// errors, unknown paths): the store's current revision, which is O(1) to read. Reads set
 /// their own, narrower index.
-pub(crate) fn layer(router: axum::Router, state: State) -> axum::Router {
-    router.layer(middleware::from_fn_with_state(state, add_meta_headers))
-}
-
-async fn add_meta_headers(
-    AxumState(state): AxumState<State>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    http_kit::query::set_leader::<RegistryHeaders>(headers);
-    if !state.knows_leader() {
-        headers.insert(
-            RegistryHeaders::KNOWN_LEADER,
-            http::HeaderValue::from_static("false"),
-        );
-    }
-    if !headers.contains_key(RegistryHeaders::INDEX) {
-        let index = state.storage().revision().await.unwrap_or(1);
-        set_index(response.headers_mut(), index);
-    }
-    response
+/// The registry's response finisher (run by the shared layer on every response): the leader
+/// headers, and the store's revision as the index where the handler set none.
+pub(crate) fn finish(state: State) -> http_kit::Finish {
+    std::sync::Arc::new(move |response: &mut Response| {
+        let headers = response.headers_mut();
+        http_kit::query::set_leader::<RegistryHeaders>(headers);
+        if !state.knows_leader() {
+            headers.insert(
+                RegistryHeaders::KNOWN_LEADER,
+                http::HeaderValue::from_static("false"),
+            );
+        }
+        if headers.contains_key(RegistryHeaders::INDEX) {
+            return None;
+        }
+        let state = state.clone();
+        Some(Box::pin(async move {
+            let index = state.storage().revision().await.unwrap_or(1);
+            let mut headers = HeaderMap::new();
+            set_index(&mut headers, index);
+            headers
+        }))
+    })
 }
 
 #[cfg(test)]

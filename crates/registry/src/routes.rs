@@ -17,9 +17,29 @@ use crate::{Error, State, agent, catalog, health, kv, meta, session, status};
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-registry-", "x-consul-")];
 
-/// The registry's router, with its state applied.
+/// The registry's router, with its state applied and its header hooks (aliases, index and
+/// leader headers), without the shared request layer: what the registry's own tests call.
 pub fn router(state: State) -> Router {
-    let routes = Router::new()
+    let hooks = hooks(&state);
+    http_kit::hooks(routes(state), hooks)
+}
+
+/// The registry's router inside the shared request layer (`http_kit::layers_with_hooks`), its
+/// hooks in the same layer: what a server serves.
+pub fn router_with(state: State, options: &http_kit::HttpOptions) -> Router {
+    let hooks = hooks(&state);
+    http_kit::layers_with_hooks(routes(state), options, hooks)
+}
+
+fn hooks(state: &State) -> http_kit::Hooks {
+    http_kit::Hooks {
+        aliases: HEADER_ALIASES,
+        finish: Some(meta::finish(state.clone())),
+    }
+}
+
+fn routes(state: State) -> Router {
+    Router::new()
         // status.rs  (unauthenticated)
         .route("/v1/status/leader", get(status::read_leader))
         .route("/v1/status/peers", get(status::list_peers))
@@ -181,8 +201,7 @@ pub fn router(state: State) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone());
-    http_kit::header_aliases(meta::layer(routes, state), HEADER_ALIASES)
+        .with_state(state)
 }
 
 async fn not_found(uri: axum::http::Uri) -> Error {

@@ -72,7 +72,7 @@ pub(crate) use clock::now_nanos;
 pub use error::Error;
 pub use gc::{GcClock, GcConfig};
 pub use ha::ClusterView;
-pub use routes::router;
+pub use routes::{router, router_with};
 pub use state::TableIndexes;
 
 /// The rate of heartbeats the TTL is scaled for (Nomad's `max_heartbeats_per_second`).

@@ -16,8 +16,26 @@ use crate::{
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-scheduler-", "x-nomad-")];
 
-/// The scheduler's router, with its state applied.
+/// The scheduler's router, with its state applied and its header aliases, without the shared
+/// request layer: what the scheduler's own tests call.
 pub fn router(state: State) -> Router {
+    http_kit::hooks(routes(state), hooks())
+}
+
+/// The router inside the shared request layer (`http_kit::layers_with_hooks`), its header
+/// aliases in the same layer: what a server serves.
+pub fn router_with(state: State, options: &http_kit::HttpOptions) -> Router {
+    http_kit::layers_with_hooks(routes(state), options, hooks())
+}
+
+fn hooks() -> http_kit::Hooks {
+    http_kit::Hooks {
+        aliases: HEADER_ALIASES,
+        finish: None,
+    }
+}
+
+fn routes(state: State) -> Router {
     let routes = Router::new()
         // Agent and status (unauthenticated):
         .route("/v1/agent/health", get(agent::read_health))
@@ -181,10 +199,15 @@ pub fn router(state: State) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone())
-        // On a server that does not lead, writes go to the leader (forward.rs).
-        .layer(ForwardLayer::new(state));
-    http_kit::header_aliases(routes, HEADER_ALIASES)
+        .with_state(state.clone());
+    // On several servers, one that does not lead sends writes to the leader (forward.rs). A
+    // single server never forwards, so it goes without the layer (one boxed `Route` less on
+    // every request).
+    if state.config().cluster.is_some() {
+        routes.layer(ForwardLayer::new(state))
+    } else {
+        routes
+    }
 }
 
 async fn not_found() -> Error {

@@ -54,7 +54,7 @@ use stdx::clock::{SharedClock, SystemClock};
 use storage::Storage;
 
 pub use error::Error;
-pub use routes::router;
+pub use routes::{router, router_with};
 
 /// Query strings whose errors render in Vault's shape.
 pub(crate) type Query<T> = http_kit::ApiQuery<T, Error>;

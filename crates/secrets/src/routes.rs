@@ -12,9 +12,27 @@ use crate::{Error, State, dispatch, seal, sys};
 /// Header pairs (canonical prefix, upstream alias) for docs/design.md §D1.
 const HEADER_ALIASES: &[(&str, &str)] = &[("x-secrets-", "x-vault-")];
 
-/// The secrets service's router, with its state applied.
+/// The secrets service's router, with its state applied and its header aliases, without the
+/// shared request layer: what the service's own tests call.
 pub fn router(state: State) -> Router {
-    let routes = Router::new()
+    http_kit::hooks(routes(state), hooks())
+}
+
+/// The router inside the shared request layer (`http_kit::layers_with_hooks`), its header
+/// aliases in the same layer: what a server serves.
+pub fn router_with(state: State, options: &http_kit::HttpOptions) -> Router {
+    http_kit::layers_with_hooks(routes(state), options, hooks())
+}
+
+fn hooks() -> http_kit::Hooks {
+    http_kit::Hooks {
+        aliases: HEADER_ALIASES,
+        finish: None,
+    }
+}
+
+fn routes(state: State) -> Router {
+    Router::new()
         // Unauthenticated:
         .route("/v1/sys/health", get(sys::health::read_health))
         .route("/v1/sys/seal-status", get(seal::read_seal_status))
@@ -50,8 +68,7 @@ pub fn router(state: State) -> Router {
         .route("/v1/{*path}", any(dispatch::handle))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state);
-    http_kit::header_aliases(routes, HEADER_ALIASES)
+        .with_state(state)
 }
 
 async fn not_found(uri: axum::http::Uri) -> Error {
