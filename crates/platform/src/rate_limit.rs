@@ -1,7 +1,9 @@
 //! Per-caller API rate limiting: TFE's general settings `api-rate-limit` (requests per
 //! second, never below [`MIN_RATE_LIMIT`]) and `api-rate-limiting-enabled`.
 //!
-//! Where it sits: [`rate_limit`] is a middleware over the whole router (`routes.rs`). For a
+//! Where it sits: [`RateLimitLayer`] is a plain tower layer over the whole router
+//! (`routes.rs`), which also sets `TFP-API-Version` on every answer (one layer, so one boxed
+//! `Route` per request, rather than a `from_fn` middleware plus a header layer). For a
 //! request with a bearer token it resolves the [`Caller`] once, keys the bucket by the token's
 //! owner (a user, team or organization id) and leaves the resolution in the request's
 //! extensions, where the `Caller` extractor picks it up (no second token lookup). Requests
@@ -23,16 +25,19 @@
 //! settings can change them at runtime; the bucket lock is never held across an await.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, Request};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use http::HeaderValue;
 use http::header::{HeaderName, RETRY_AFTER};
+use tower::{Layer, Service};
 
 use crate::auth::{Caller, ResolvedCaller, Subject};
 use crate::{Error, State};
@@ -144,21 +149,81 @@ fn is_exempt(path: &str) -> bool {
     path == "/api/v2/ping" || path.starts_with("/_archivist/")
 }
 
-/// The middleware: see the module documentation.
-pub(crate) async fn rate_limit(
-    axum::extract::State(state): axum::extract::State<State>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+const TFP_API_VERSION: HeaderName = HeaderName::from_static("tfp-api-version");
+
+/// The layer: see the module documentation.
+#[derive(Clone)]
+pub(crate) struct RateLimitLayer {
+    state: State,
+}
+
+impl RateLimitLayer {
+    pub(crate) fn new(state: State) -> RateLimitLayer {
+        RateLimitLayer { state }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct RateLimit<S> {
+    inner: S,
+    state: State,
+}
+
+impl<S> Service<Request> for RateLimit<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The service that was polled ready handles this request; a clone stays for the next.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        Box::pin(async move {
+            let mut response = rate_limit(&state, inner, request).await;
+            response.headers_mut().insert(
+                TFP_API_VERSION,
+                HeaderValue::from_static(crate::API_VERSION),
+            );
+            Ok(response)
+        })
+    }
+}
+
+/// The limit itself, around `inner`.
+async fn rate_limit<S>(state: &State, mut inner: S, mut request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     if is_exempt(request.uri().path()) {
-        return next.run(request).await;
+        let Ok(response) = inner.call(request).await;
+        return response;
     }
     let limiter = state.rate_limiter();
     let limit = limiter.limit();
     if limiter.enabled() {
         let mut key = None;
         if let Some(secret) = http_kit::bearer_token(request.headers()) {
-            let resolved = match Caller::resolve(&state, secret).await {
+            let resolved = match Caller::resolve(state, secret).await {
                 Ok(resolved) => resolved,
                 Err(error) => return error.into_response(),
             };
@@ -175,7 +240,7 @@ pub(crate) async fn rate_limit(
             return too_many_requests(limit, wait);
         }
     }
-    let mut response = next.run(request).await;
+    let Ok(mut response) = inner.call(request).await;
     response
         .headers_mut()
         .insert(X_RATELIMIT_LIMIT, HeaderValue::from(limit));

@@ -22,14 +22,12 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
-use http::header::HeaderName;
 use http::{HeaderValue, Method, header};
-use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::{
-    API_VERSION, Error, State, admin, configuration_versions, error_page, invitations, memberships,
-    metrics, oauth_clients, objects, organizations, ping, policy_versions, public_registry,
-    rate_limit, registry_modules, registry_protocol, runs, teams, tokens, users, workspaces,
+    Error, State, admin, configuration_versions, error_page, invitations, memberships, metrics,
+    oauth_clients, objects, organizations, ping, policy_versions, public_registry, rate_limit,
+    registry_modules, registry_protocol, runs, teams, tokens, users, workspaces,
 };
 
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
@@ -451,15 +449,9 @@ pub fn router(state: State) -> Router {
         .fallback(error_page::not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state.clone())
-        // Per-caller rate limiting (rate_limit.rs); exempts ping and the signed blob URLs.
-        .layer(axum::middleware::from_fn_with_state(
-            state,
-            rate_limit::rate_limit,
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            HeaderName::from_static("tfp-api-version"),
-            HeaderValue::from_static(API_VERSION),
-        ))
+        // Per-caller rate limiting (rate_limit.rs; exempts ping and the signed blob URLs) and
+        // the `TFP-API-Version` header, in one layer.
+        .layer(rate_limit::RateLimitLayer::new(state))
 }
 
 /// 415 for a POST, PATCH or DELETE whose `Content-Type` is not `application/vnd.api+json`
