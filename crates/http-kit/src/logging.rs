@@ -10,7 +10,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,31 +57,67 @@ impl fmt::Display for LogFormat {
 
 /// Installs the global subscriber: `filter` is an `EnvFilter` directive string such as
 /// `"info"` or `"info,registry=debug"`.
+///
+/// A filter of plain `target=level` directives (nearly all of them) is applied as a static
+/// [`Targets`] filter; only one that needs `EnvFilter`'s span and field matching gets an
+/// `EnvFilter`, whose per-span bookkeeping (a locked map consulted on every enter and exit of
+/// every request's span) showed in request profiles.
 pub fn init_tracing(format: LogFormat, filter: &str) {
-    let (env_filter, filter_error) = match EnvFilter::try_new(filter) {
-        Ok(env_filter) => (env_filter, None),
-        Err(err) => (EnvFilter::new("info"), Some(err)),
+    let (filter_layer, filter_error) = match parse_filter(filter) {
+        Ok(layer) => (layer, None),
+        Err(err) => (
+            ParsedFilter::Static(Targets::new().with_default(LevelFilter::INFO)),
+            Some(err),
+        ),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(env_filter)
-        .with_writer(std::io::stderr);
-    let installed = match format {
-        LogFormat::Json => builder
+    let (static_filter, env_filter) = match filter_layer {
+        ParsedFilter::Static(targets) => (Some(targets), None),
+        ParsedFilter::Env(env) => (None, Some(env)),
+    };
+    let fmt_layer = match format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .try_init(),
+            .with_writer(std::io::stderr)
+            .boxed(),
         // Colors only for a person at a terminal, never in files or CI logs.
-        LogFormat::Text => builder
+        LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .try_init(),
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
+    let installed = tracing_subscriber::registry()
+        .with(static_filter)
+        .with(env_filter)
+        .with(fmt_layer)
+        .try_init();
     if installed.is_ok()
         && let Some(err) = filter_error
     {
         tracing::warn!(message = "Invalid log filter; using \"info\".", filter, error = %err);
     }
+}
+
+/// The two kinds of filter [`init_tracing`] installs.
+#[derive(Debug)]
+enum ParsedFilter {
+    Static(Targets),
+    Env(EnvFilter),
+}
+
+/// `filter` as a static [`Targets`] filter when it is one, else as an `EnvFilter`; the
+/// `EnvFilter` parse error when it is neither.
+fn parse_filter(filter: &str) -> Result<ParsedFilter, tracing_subscriber::filter::ParseError> {
+    // `Targets` reads `target=level` lists only; anything with span or field matching
+    // (`[`, `{`) is `EnvFilter`'s. Both read an empty string as "nothing enabled" differently,
+    // so that goes to `EnvFilter` too, as before.
+    let plain = !filter.trim().is_empty() && !filter.contains(['[', '{']);
+    if plain && let Ok(targets) = filter.parse::<Targets>() {
+        return Ok(ParsedFilter::Static(targets));
+    }
+    EnvFilter::try_new(filter).map(ParsedFilter::Env)
 }
 
 #[cfg(test)]
@@ -107,6 +146,37 @@ mod tests {
         for format in [LogFormat::Json, LogFormat::Text] {
             assert_eq!(format.to_string().parse::<LogFormat>(), Ok(format));
         }
+    }
+
+    #[test]
+    fn plain_filters_are_static_and_span_filters_are_env_filters() {
+        for plain in [
+            "info",
+            "warn,registry=debug",
+            "off",
+            "scheduler::state=trace,info",
+        ] {
+            assert!(
+                matches!(parse_filter(plain), Ok(ParsedFilter::Static(_))),
+                "{plain}"
+            );
+        }
+        assert!(matches!(
+            parse_filter("info,registry[request{path=/v1/kv}]=debug"),
+            Ok(ParsedFilter::Env(_))
+        ));
+        assert!(parse_filter("not a [valid filter").is_err());
+    }
+
+    #[test]
+    fn a_static_filter_enables_what_the_env_filter_would() {
+        let Ok(ParsedFilter::Static(targets)) = parse_filter("warn,registry=debug") else {
+            panic!("not static");
+        };
+        assert!(targets.would_enable("registry::kv", &tracing::Level::DEBUG));
+        assert!(!targets.would_enable("registry::kv", &tracing::Level::TRACE));
+        assert!(targets.would_enable("scheduler", &tracing::Level::WARN));
+        assert!(!targets.would_enable("scheduler", &tracing::Level::INFO));
     }
 
     #[test]
