@@ -100,8 +100,10 @@ pub fn init_tracing(format: LogFormat, filter: &str) {
     }
 }
 
-/// The two kinds of filter [`init_tracing`] installs.
+/// The two kinds of filter [`init_tracing`] installs (built once, at start: the size of the
+/// variants does not matter).
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "one value, once, at start")]
 enum ParsedFilter {
     Static(Targets),
     Env(EnvFilter),

@@ -7,7 +7,10 @@
 //! the next transaction writing an allocation (a plan's commit), driven through the router
 //! with `support`'s in-process harness.
 
-#[allow(dead_code, reason = "shared with api.rs and acl.rs; this binary uses part of it")]
+#[allow(
+    dead_code,
+    reason = "shared with api.rs and acl.rs; this binary uses part of it"
+)]
 mod support;
 
 use std::sync::Arc;
