@@ -155,14 +155,14 @@ pub(crate) async fn destroy_session(
             "Invalid session ID '{raw_id}': must be a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"
         ))
     })?;
-    let Some((record, _)) = sessions::load_session(&state, &id).await? else {
+    let Some((record, kv)) = sessions::load_session(&state, &id).await? else {
         return Ok(Json::new(true));
     };
     if record.namespace != namespace {
         return Ok(Json::new(true));
     }
     authz.check(Resource::Session, &record.node, Access::Write)?;
-    sessions::invalidate_session(&state, &id).await?;
+    sessions::invalidate_session_read(&state, &id, Some((record, kv))).await?;
     Ok(Json::new(true))
 }
 

@@ -7,6 +7,17 @@
 //! the whole group), then publishes each request's batch on the hub in revision order and
 //! answers each caller.
 //!
+//! Gathering a group: the callers just answered are likely to write again at once (a client
+//! that acquires then releases, creates then destroys), and each sends its next request a
+//! round trip after its answer. Committing as soon as the first of them is back would leave the
+//! others to queue behind that commit's fsync, so groups alternate between small and large and
+//! a write waits for one and a half fsyncs on average (measured: 31 of 64 concurrent writers
+//! per fsync). So before committing, the writer waits for as many requests as were queued when
+//! it answered plus as many as it answered, for at most [`linger`] (a fraction of the last
+//! commit's duration, so a caller that does not come back costs a bounded share of a commit):
+//! with 64 writers every group holds them all. A lone writer is never delayed: it is the one
+//! the writer waits for.
+//!
 //! Invariants:
 //! - Nothing of a group is visible, published or acknowledged before its commit returns.
 //! - A redb error anywhere in a group fails every request of that group with
@@ -18,7 +29,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redb::{Database, Durability};
 use storage::watch::{Batch, Hub};
@@ -42,6 +53,19 @@ pub(crate) enum Request {
     },
 }
 
+/// The longest the writer waits for the callers it just answered: [`LINGER_FRACTION`] of the
+/// last commit's duration, at most this.
+const MAX_LINGER: Duration = Duration::from_millis(2);
+
+/// The share of the last commit's duration the writer may wait to gather a group: a caller
+/// that does not come back delays the next commit by at most this fraction of one.
+const LINGER_FRACTION: u32 = 2;
+
+/// How long to wait for returning callers after a commit that took `last_commit`.
+fn linger(last_commit: Duration) -> Duration {
+    (last_commit / LINGER_FRACTION).min(MAX_LINGER)
+}
+
 /// What one request did inside a group, before the group commits: its transaction's result
 /// (a restore's is the restore transaction's), or why it was refused without touching the
 /// store (an invalid snapshot).
@@ -61,19 +85,53 @@ pub(crate) struct Writer {
 impl Writer {
     /// Serves requests until every sender is gone.
     pub(crate) fn run(mut self) {
-        while let Ok(first) = self.requests.recv() {
-            let mut group = vec![first];
-            while group.len() < MAX_BATCH {
-                match self.requests.try_recv() {
-                    Ok(request) => group.push(request),
+        // Requests that were queued when the last group was answered, and how many it answered.
+        let mut queued: Vec<Request> = Vec::new();
+        let mut answered = 0;
+        let mut last_commit = Duration::ZERO;
+        loop {
+            let mut group = std::mem::take(&mut queued);
+            // Those queued at the answer, and the callers just answered (see the module docs).
+            let target = (group.len() + answered).min(MAX_BATCH);
+            if group.is_empty() {
+                match self.requests.recv() {
+                    Ok(first) => group.push(first),
+                    Err(_) => return,
+                }
+            }
+            self.drain(&mut group);
+            let deadline = Instant::now() + linger(last_commit);
+            while group.len() < target {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match self.requests.recv_timeout(left) {
+                    Ok(request) => {
+                        group.push(request);
+                        self.drain(&mut group);
+                    }
                     Err(_) => break,
                 }
             }
-            self.commit_group(group);
+            answered = group.len();
+            last_commit = self.commit_group(group);
+            self.drain(&mut queued);
         }
     }
 
-    fn commit_group(&mut self, group: Vec<Request>) {
+    /// Moves every queued request into `group`, up to [`MAX_BATCH`].
+    fn drain(&self, group: &mut Vec<Request>) {
+        while group.len() < MAX_BATCH {
+            match self.requests.try_recv() {
+                Ok(request) => group.push(request),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Applies and commits one group and answers its callers; returns how long that took.
+    fn commit_group(&mut self, group: Vec<Request>) -> Duration {
         let started = Instant::now();
         match self.apply_group(&group) {
             Ok((outcomes, batches, meta)) => {
@@ -108,6 +166,7 @@ impl Writer {
                 }
             }
         }
+        started.elapsed()
     }
 
     /// Applies a group in one write transaction and commits it if it wrote anything.
@@ -150,5 +209,24 @@ impl Writer {
         }
         txn.commit().or_backend()?;
         Ok((outcomes, batches, meta))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linger_is_half_the_last_commit_and_at_most_two_milliseconds() {
+        assert_eq!(linger(Duration::ZERO), Duration::ZERO);
+        assert_eq!(
+            linger(Duration::from_micros(800)),
+            Duration::from_micros(400)
+        );
+        assert_eq!(
+            linger(Duration::from_millis(3)),
+            Duration::from_micros(1500)
+        );
+        assert_eq!(linger(Duration::from_millis(50)), MAX_LINGER);
     }
 }

@@ -235,10 +235,25 @@ pub(crate) fn parse_session_id(raw: &str) -> Option<String> {
 /// holds and puts a lock-delay on them, in one transaction (see the module docs). Invalidating
 /// a session that does not exist is not an error.
 pub(crate) async fn invalidate_session(state: &State, id: &str) -> Result<(), Error> {
+    invalidate_session_read(state, id, None).await
+}
+
+/// [`invalidate_session`] for a caller that has just read the session (`loaded`, from
+/// [`load_session`]): the first attempt uses that read instead of reading it again; a lost
+/// race reads afresh, as always.
+pub(crate) async fn invalidate_session_read(
+    state: &State,
+    id: &str,
+    mut loaded: Option<(SessionRecord, KeyValue)>,
+) -> Result<(), Error> {
     let storage = state.storage();
     let session_key = sessions::session_key(id);
     for _ in 0..MAX_ATTEMPTS {
-        let Some((record, kv)) = load_session(state, id).await? else {
+        let current = match loaded.take() {
+            Some(read) => Some(read),
+            None => load_session(state, id).await?,
+        };
+        let Some((record, kv)) = current else {
             state.session_timers().disarm(id);
             // A previous invalidation may have left keys acquired in its race window.
             return release_leftovers(state, id, Behavior::Release, 0).await;
