@@ -7,6 +7,12 @@
 //! of `--count` allocations each and waits until every allocation is placed. Simulated nodes
 //! run nothing: placements stay `pending`, which is what a placement benchmark measures.
 //!
+//! Several servers (`scripts/bench --suite cluster`): `--node-urls` spreads the simulated nodes
+//! over several servers (node `i` registers and heartbeats through URL `i mod n`; a follower
+//! forwards them to the leader) while jobs and the placement polls go to `--url`; `--run-id`
+//! keeps the node and job IDs of successive runs against one cluster apart; `--sim-only`
+//! constrains the jobs to the simulated nodes (a cluster's real agent runs nothing).
+//!
 //! Output: one `RESULT ...` line on stdout (placements, seconds from the first job
 //! registration to the last placement, placements/s, the registration phase alone); progress
 //! on stderr.
@@ -50,6 +56,17 @@ struct Args {
     /// ACL token (X-Nomad-Token) for job registration and reads.
     #[arg(long, default_value = "")]
     token: String,
+    /// Comma-separated scheduler base URLs the nodes register and heartbeat through, node `i`
+    /// through URL `i mod n` (default: `--url`).
+    #[arg(long, value_delimiter = ',')]
+    node_urls: Vec<String>,
+    /// Distinguishes this run's node and job IDs from earlier runs against the same servers
+    /// (0..=65535; jobs are `bench-<run>-<i>` when non-zero).
+    #[arg(long, default_value_t = 0)]
+    run_id: u16,
+    /// Constrain the placement jobs to the simulated nodes (`sim-*`).
+    #[arg(long)]
+    sim_only: bool,
     #[arg(long, default_value_t = 5000)]
     nodes: usize,
     #[arg(long, default_value_t = 1000)]
@@ -200,8 +217,8 @@ fn secret_of(id: &str) -> String {
     format!("5ec2e7{}", &id[6..])
 }
 
-fn node_body(index: usize) -> (String, Value) {
-    let id = format!("{:08x}-0000-4000-8000-{:012x}", index, index);
+fn node_body(index: usize, run_id: u16) -> (String, Value) {
+    let id = format!("{index:08x}-{run_id:04x}-4000-8000-{index:012x}");
     let node = json!({
         "Node": {
             "ID": id,
@@ -222,13 +239,29 @@ fn node_body(index: usize) -> (String, Value) {
     (id, node)
 }
 
-fn job_body(index: usize, count: usize) -> Value {
+/// The placement jobs' ID prefix.
+fn job_prefix(run_id: u16) -> String {
+    if run_id == 0 {
+        "bench-".to_owned()
+    } else {
+        format!("bench-{run_id}-")
+    }
+}
+
+fn job_body(index: usize, count: usize, run_id: u16, sim_only: bool) -> Value {
+    let id = format!("{}{index}", job_prefix(run_id));
+    let constraints = if sim_only {
+        json!([{"LTarget": "${attr.unique.hostname}", "RTarget": "^sim-", "Operand": "regexp"}])
+    } else {
+        Value::Null
+    };
     json!({
         "Job": {
-            "ID": format!("bench-{index}"),
-            "Name": format!("bench-{index}"),
+            "ID": id,
+            "Name": id,
             "Type": "service",
             "Datacenters": ["dc1"],
+            "Constraints": constraints,
             "TaskGroups": [{
                 "Name": "app",
                 "Count": count,
@@ -243,15 +276,35 @@ fn job_body(index: usize, count: usize) -> Value {
     })
 }
 
-async fn run(args: Args) -> Result<(), String> {
-    let target = Target::parse(&args.url).map_err(|err| err.to_string())?;
+/// A pool of `conns` connections to `url`, sending `token`.
+fn pool_for(url: &str, token: &str, conns: usize) -> Result<Arc<Pool>, String> {
+    let target = Target::parse(url).map_err(|err| err.to_string())?;
     let host = HeaderValue::from_str(&target.host).map_err(|err| err.to_string())?;
-    let pool = Arc::new(Pool {
+    Ok(Arc::new(Pool {
         target,
         host,
-        token: args.token.clone(),
-        conns: (0..args.conns.max(1)).map(|_| Mutex::new(None)).collect(),
-    });
+        token: token.to_owned(),
+        conns: (0..conns.max(1)).map(|_| Mutex::new(None)).collect(),
+    }))
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let pool = pool_for(&args.url, &args.token, args.conns)?;
+    let node_urls = if args.node_urls.is_empty() {
+        vec![args.url.clone()]
+    } else {
+        args.node_urls.clone()
+    };
+    // Node registrations and heartbeats: one pool per server they go through.
+    let node_pools = node_urls
+        .iter()
+        .map(|url| pool_for(url, "", args.conns))
+        .collect::<Result<Vec<_>, _>>()?;
+    let heartbeat_pools = node_urls
+        .iter()
+        .map(|url| pool_for(url, "", 4))
+        .collect::<Result<Vec<_>, _>>()?;
+    let run_id = args.run_id;
     let deadline = Instant::now() + Duration::from_secs_f64(args.timeout);
 
     // Nodes.
@@ -264,9 +317,9 @@ async fn run(args: Args) -> Result<(), String> {
     {
         let mut set = tokio::task::JoinSet::new();
         for (slot, index) in chunk.iter().copied().enumerate() {
-            let pool = Arc::clone(&pool);
+            let pool = Arc::clone(&node_pools[index % node_pools.len()]);
             set.spawn(async move {
-                let (id, body) = node_body(index);
+                let (id, body) = node_body(index, run_id);
                 let secret = secret_of(&id);
                 let answer = pool
                     .expect_ok_as(
@@ -277,15 +330,19 @@ async fn run(args: Args) -> Result<(), String> {
                         &secret,
                     )
                     .await?;
-                Ok::<_, String>((id, answer.get("HeartbeatTTL").and_then(Value::as_u64)))
+                Ok::<_, String>((
+                    index,
+                    id,
+                    answer.get("HeartbeatTTL").and_then(Value::as_u64),
+                ))
             });
         }
         while let Some(joined) = set.join_next().await {
-            let (id, ttl) = joined.map_err(|err| err.to_string())??;
+            let (index, id, ttl) = joined.map_err(|err| err.to_string())??;
             if let Some(ttl) = ttl {
                 ttl_ns = ttl_ns.min(ttl.max(1_000_000_000));
             }
-            ids.push(id);
+            ids.push((index, id));
         }
     }
     eprintln!(
@@ -296,12 +353,6 @@ async fn run(args: Args) -> Result<(), String> {
 
     // Heartbeats, at half the TTL, on their own connections.
     let stop = Arc::new(AtomicBool::new(false));
-    let heartbeat_pool = Arc::new(Pool {
-        target: Target::parse(&args.url).map_err(|err| err.to_string())?,
-        host: pool.host.clone(),
-        token: String::new(),
-        conns: (0..4).map(|_| Mutex::new(None)).collect(),
-    });
     let heartbeats = {
         let stop = Arc::clone(&stop);
         let ids = ids.clone();
@@ -309,13 +360,13 @@ async fn run(args: Args) -> Result<(), String> {
             let period = Duration::from_nanos(ttl_ns / 2);
             while !stop.load(Ordering::Relaxed) {
                 let round = Instant::now();
-                for (i, id) in ids.iter().enumerate() {
+                for (i, (index, id)) in ids.iter().enumerate() {
                     if stop.load(Ordering::Relaxed) {
                         return;
                     }
                     let path = format!("/v1/internal/node/{id}/heartbeat");
                     let secret = secret_of(id);
-                    if let Err(err) = heartbeat_pool
+                    if let Err(err) = heartbeat_pools[index % heartbeat_pools.len()]
                         .request_as(i, Method::PUT, &path, None, &secret)
                         .await
                     {
@@ -328,7 +379,8 @@ async fn run(args: Args) -> Result<(), String> {
     };
 
     if args.mode == "churn" {
-        let result = churn(&args, &pool, &ids, deadline).await;
+        let node_ids: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
+        let result = churn(&args, &pool, &node_ids, deadline).await;
         stop.store(true, Ordering::Relaxed);
         heartbeats.abort();
         return result;
@@ -341,14 +393,15 @@ async fn run(args: Args) -> Result<(), String> {
     for slot in 0..args.conns.max(1) {
         let pool = Arc::clone(&pool);
         let next = Arc::clone(&next);
-        let (jobs, count) = (args.jobs, args.count);
+        let (jobs, count, sim_only) = (args.jobs, args.count, args.sim_only);
         set.spawn(async move {
             loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 if index >= jobs {
                     return Ok::<_, String>(());
                 }
-                pool.expect_ok(slot, Method::PUT, "/v1/jobs", Some(&job_body(index, count)))
+                let body = job_body(index, count, run_id, sim_only);
+                pool.expect_ok(slot, Method::PUT, "/v1/jobs", Some(&body))
                     .await?;
             }
         });
@@ -366,7 +419,12 @@ async fn run(args: Args) -> Result<(), String> {
     let want = args.jobs * args.count;
     let placed = loop {
         let jobs = pool
-            .expect_ok(0, Method::GET, "/v1/jobs?prefix=bench-", None)
+            .expect_ok(
+                0,
+                Method::GET,
+                &format!("/v1/jobs?prefix={}", job_prefix(run_id)),
+                None,
+            )
             .await?;
         let placed: u64 = jobs
             .as_array()
