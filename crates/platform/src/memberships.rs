@@ -48,7 +48,7 @@ use crate::store::memberships::{
 };
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
-    TeamRecord, add_member_op, load_team, load_team_member_ids, remove_member_op, team_key,
+    TeamRecord, add_membership_op, load_team, load_team_member_ids, remove_member_op, team_key,
     team_member_key,
 };
 use crate::store::users::{
@@ -259,7 +259,7 @@ pub(crate) async fn create_membership(
             membership.join_team(&team.id);
             txn = txn
                 .when(Compare::Exists(team_key(&team.id)))
-                .then(add_member_op(team, &user.id)?);
+                .then(add_membership_op(team, &user.id, &membership.id)?);
         }
         let (compares, ops) = create_ops(&membership)?;
         txn.compares.extend(compares);

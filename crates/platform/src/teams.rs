@@ -33,9 +33,9 @@ use crate::store::memberships::{
 };
 use crate::store::organizations::organization_key;
 use crate::store::teams::{
-    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_member_op, delete_team_ops, load_team,
-    load_team_member_ids, load_team_names, load_teams, org_team_key, remove_member_op, team_key,
-    team_member_key, team_name_key,
+    OWNERS_TEAM_NAME, OrganizationAccess, TeamRecord, add_membership_op, delete_team_ops,
+    load_team, load_team_member_ids, load_team_names, load_teams, org_team_key, remove_member_op,
+    team_key, team_member_key, team_name_key,
 };
 use crate::store::users::load_user_by_username;
 use crate::store::{IdRef, MAX_ATTEMPTS, RECORD_VERSION, Stored, commit, put};
@@ -501,7 +501,7 @@ async fn change_members(
             let mut after = stored.record.clone();
             let op = if add {
                 after.join_team(&team.id);
-                add_member_op(&team, &after.user_id)?
+                add_membership_op(&team, &after.user_id, &after.id)?
             } else {
                 after.leave_team(&team.id);
                 remove_member_op(&team.id, &after.user_id)

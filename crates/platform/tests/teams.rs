@@ -420,3 +420,38 @@ async fn team_list_page_reads_only_the_teams_on_the_page() {
     assert_eq!(found.body["meta"]["pagination"]["total-count"], 10);
     assert_eq!(storage.reads_under("platform/teams/"), 10);
 }
+
+#[tokio::test]
+async fn team_view_lists_members_memberships_from_the_member_index() {
+    let (platform, storage) = TestPlatform::counting().await;
+    platform.create_org("acme").await;
+    let devs = platform.create_team("acme", "devs", json!({})).await;
+    let mut invited = Vec::new();
+    for n in 0..12 {
+        let answer = platform
+            .invite("acme", &format!("dev{n}@example.com"), &[&devs], ROOT)
+            .await
+            .expect(201);
+        invited.push(answer.body["data"]["id"].as_str().unwrap().to_owned());
+    }
+    storage.reset();
+    let team = platform
+        .get(&format!("/api/v2/teams/{devs}"), ROOT)
+        .await
+        .expect(200);
+    let mut listed: Vec<String> =
+        team.body["data"]["relationships"]["organization-memberships"]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect();
+    listed.sort();
+    invited.sort();
+    assert_eq!(listed, invited);
+    assert_eq!(team.body["data"]["attributes"]["users-count"], 12);
+    // One scan of the member index, no lookup per member (the one read is the caller's own
+    // membership, for access).
+    assert_eq!(storage.reads_under("platform/user-memberships/"), 1);
+    assert_eq!(storage.reads_under("platform/membership-ids/"), 0);
+}

@@ -100,6 +100,12 @@ pub(crate) struct TeamMemberRecord {
     pub(crate) version: u32,
     pub(crate) user_id: String,
     pub(crate) organization: String,
+    /// The id of the member's membership of `organization` (fixed for the membership's life),
+    /// so a team's view lists its memberships from this index alone; absent in records
+    /// written without it (the owners team's first member, older releases), which are looked
+    /// up instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) membership_id: Option<String>,
 }
 
 impl TeamMemberRecord {
@@ -108,6 +114,7 @@ impl TeamMemberRecord {
             version: RECORD_VERSION,
             user_id: user_id.to_owned(),
             organization: organization.to_owned(),
+            membership_id: None,
         }
     }
 }
@@ -184,6 +191,25 @@ pub(crate) async fn load_team_names(
         .collect()
 }
 
+/// A team's members from its member index alone: `(user id, membership id if recorded)`.
+pub(crate) async fn load_team_members(
+    storage: &dyn Storage,
+    team_id: &str,
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    let prefix = team_members_prefix(team_id);
+    let scan = storage
+        .scan(storage::KeyRange::prefix(prefix.as_str()), None)
+        .await?;
+    scan.kvs
+        .iter()
+        .map(|kv| {
+            let user_id = String::from_utf8_lossy(&kv.key[prefix.len()..]).into_owned();
+            let record: TeamMemberRecord = super::decode(&kv.key, &kv.value)?;
+            Ok((user_id, record.membership_id))
+        })
+        .collect()
+}
+
 /// The user ids of a team's members.
 pub(crate) async fn load_team_member_ids(
     storage: &dyn Storage,
@@ -198,6 +224,21 @@ pub(crate) fn add_member_op(team: &TeamRecord, user_id: &str) -> Result<Op, Erro
     super::put(
         team_member_key(&team.id, user_id),
         &TeamMemberRecord::new(user_id, &team.organization),
+    )
+}
+
+/// [`add_member_op`] recording the member's membership id (see [`TeamMemberRecord`]).
+pub(crate) fn add_membership_op(
+    team: &TeamRecord,
+    user_id: &str,
+    membership_id: &str,
+) -> Result<Op, Error> {
+    super::put(
+        team_member_key(&team.id, user_id),
+        &TeamMemberRecord {
+            membership_id: Some(membership_id.to_owned()),
+            ..TeamMemberRecord::new(user_id, &team.organization)
+        },
     )
 }
 

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::auth::OrgAccess;
 use crate::store::memberships::load_user_membership_id;
-use crate::store::teams::{TeamRecord, load_team_member_ids};
+use crate::store::teams::{TeamRecord, load_team_members};
 use crate::{Error, State};
 
 /// A team with what its view needs: member user ids and their membership ids.
@@ -22,15 +22,21 @@ pub(crate) struct TeamView {
 }
 
 impl TeamView {
+    /// The team's members and their memberships from the member index (one scan), looking
+    /// up only the memberships an index record does not name.
     pub(crate) async fn load(state: &State, team: TeamRecord) -> Result<TeamView, Error> {
-        let user_ids = load_team_member_ids(state.storage(), &team.id).await?;
-        let mut membership_ids = Vec::with_capacity(user_ids.len());
-        for user_id in &user_ids {
-            if let Some(id) =
-                load_user_membership_id(state.storage(), user_id, &team.organization).await?
-            {
-                membership_ids.push(id);
-            }
+        let members = load_team_members(state.storage(), &team.id).await?;
+        let mut user_ids = Vec::with_capacity(members.len());
+        let mut membership_ids = Vec::with_capacity(members.len());
+        for (user_id, membership_id) in members {
+            let membership_id = match membership_id {
+                Some(id) => Some(id),
+                None => {
+                    load_user_membership_id(state.storage(), &user_id, &team.organization).await?
+                }
+            };
+            membership_ids.extend(membership_id);
+            user_ids.push(user_id);
         }
         Ok(TeamView {
             team,
