@@ -14,9 +14,11 @@
 //! a write waits for one and a half fsyncs on average (measured: 31 of 64 concurrent writers
 //! per fsync). So before committing, the writer waits for as many requests as were queued when
 //! it answered plus as many as it answered, for at most [`linger`] (a fraction of the last
-//! commit's duration, so a caller that does not come back costs a bounded share of a commit):
-//! with 64 writers every group holds them all. A lone writer is never delayed: it is the one
-//! the writer waits for.
+//! commit's duration, so a caller that does not come back costs a bounded share of a commit),
+//! and stops early once no request has arrived for a quarter of that (callers that read next,
+//! or whose write was refused before reaching the store, are not coming): with 64 writers
+//! every group holds them all. A lone writer is never delayed: it is the one the writer waits
+//! for.
 //!
 //! Invariants:
 //! - Nothing of a group is visible, published or acknowledged before its commit returns.
@@ -61,6 +63,9 @@ const MAX_LINGER: Duration = Duration::from_millis(2);
 /// that does not come back delays the next commit by at most this fraction of one.
 const LINGER_FRACTION: u32 = 2;
 
+/// The writer stops waiting after a pause between arrivals of the linger divided by this.
+const GAP_FRACTION: u32 = 4;
+
 /// How long to wait for returning callers after a commit that took `last_commit`.
 fn linger(last_commit: Duration) -> Duration {
     (last_commit / LINGER_FRACTION).min(MAX_LINGER)
@@ -100,13 +105,16 @@ impl Writer {
                 }
             }
             self.drain(&mut group);
-            let deadline = Instant::now() + linger(last_commit);
+            let wait = linger(last_commit);
+            let deadline = Instant::now() + wait;
             while group.len() < target {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
                 }
-                match self.requests.recv_timeout(left) {
+                // Returning writers arrive close together; a pause of a quarter of the linger
+                // means the rest are not writing again (they read, or wrote nothing).
+                match self.requests.recv_timeout(left.min(wait / GAP_FRACTION)) {
                     Ok(request) => {
                         group.push(request);
                         self.drain(&mut group);
