@@ -3,7 +3,12 @@
 //! their own. A job registered through the follower is placed and reads the same on both; the
 //! status endpoints agree on the leader; when the leader stops, the other server leads and
 //! takes writes; when the leader is killed (SIGKILL) under registrations sent through the
-//! follower, every acknowledged one is on the survivor.
+//! follower, every acknowledged one is on the survivor. And large commits on the etcd at its
+//! default limits (`--max-txn-ops` 128, `--max-request-bytes` 1.5 MiB): a job of count 300
+//! registered through the follower is placed completely (its plan is far larger than one etcd
+//! transaction, so the leader's writer commits it in parts), reads the same through the
+//! follower as on the leader, and is all there after both servers are killed with SIGKILL and a
+//! new one starts on the same prefix.
 //!
 //! Invariants: each test uses a fresh etcd prefix, so runs never see each other's keys; every
 //! wait is a bounded poll; the servers are killed when the test's handles drop.
@@ -17,7 +22,7 @@ use serde_json::{Value, json};
 use support::{Cairn, free_port, http};
 
 /// The bound of every wait (elections, placement) on a loaded machine.
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(90);
 
 /// The etcd that `scripts/services` runs.
 const ETCD: &str = "http://127.0.0.1:2379";
@@ -107,12 +112,13 @@ async fn agreed_leader(servers: &[&Cairn]) -> String {
     .await
 }
 
-fn node_body(id: &str, secret: &str) -> Value {
+/// A raw_exec node named `name` with `cpu` MHz and `memory_mb` MB.
+fn node_body(id: &str, secret: &str, name: &str, cpu: u64, memory_mb: u64) -> Value {
     json!({"Node": {
         "ID": id,
         "SecretID": secret,
         "Datacenter": "dc1",
-        "Name": "ha-node",
+        "Name": name,
         "NodePool": "default",
         "HTTPAddr": "127.0.0.1:4646",
         "Status": "ready",
@@ -120,11 +126,11 @@ fn node_body(id: &str, secret: &str) -> Value {
             "kernel.name": "linux",
             "nomad.version": "1.10.0",
             "driver.raw_exec": "1",
-            "unique.hostname": "ha-node",
+            "unique.hostname": name,
         },
         "NodeResources": {
-            "Cpu": {"CpuShares": 8000, "TotalCpuCores": 4},
-            "Memory": {"MemoryMB": 16384},
+            "Cpu": {"CpuShares": cpu, "TotalCpuCores": 4},
+            "Memory": {"MemoryMB": memory_mb},
             "Disk": {"DiskMB": 100000},
             "MinDynamicPort": 20000,
             "MaxDynamicPort": 32000,
@@ -204,7 +210,7 @@ async fn a_job_registered_through_the_follower_is_placed_reads_the_same_on_both_
         "PUT",
         "/v1/internal/node/register",
         &secret,
-        &node_body(&node_id, &secret),
+        &node_body(&node_id, &secret, "ha-node", 8000, 16384),
     )
     .await;
     assert_eq!(status, 200, "node register through the follower: {body}");
@@ -324,4 +330,124 @@ async fn every_registration_acknowledged_through_the_follower_survives_a_sigkill
         assert_eq!(status, 200, "acknowledged {id} is lost: {read}");
     }
     following.stop().await;
+}
+
+/// The large job's size: its plan writes this many allocations.
+const COUNT: usize = 300;
+
+fn big_job() -> Value {
+    json!({"Job": {
+        "ID": "big",
+        "Name": "big",
+        "Type": "service",
+        "Datacenters": ["dc1"],
+        "TaskGroups": [{
+            "Name": "g",
+            "Count": COUNT,
+            "Tasks": [{
+                "Name": "t",
+                "Driver": "raw_exec",
+                "Config": {"command": "/bin/sleep", "args": ["1000"]},
+                "Resources": {"CPU": 100, "MemoryMB": 64},
+            }],
+        }],
+    }})
+}
+
+/// The IDs of the job's allocations the server wants running, sorted, once there are
+/// [`COUNT`] of them.
+async fn all_placed(server: &Cairn, what: &str) -> Vec<String> {
+    poll(&format!("{COUNT} allocations placed ({what})"), || async {
+        let (_, allocs) = get(server, "/v1/job/big/allocations").await;
+        let mut ids: Vec<String> = allocs
+            .as_array()?
+            .iter()
+            .filter(|alloc| alloc["DesiredStatus"] == "run")
+            .filter_map(|alloc| alloc["ID"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        (ids.len() == COUNT).then_some(ids)
+    })
+    .await
+}
+
+/// The job's evaluation statuses, sorted.
+async fn eval_statuses(server: &Cairn) -> Vec<String> {
+    let (status, evals) = get(server, "/v1/job/big/evaluations").await;
+    assert_eq!(status, 200, "{evals}");
+    let mut statuses: Vec<String> = evals
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|eval| eval["Status"].as_str().map(str::to_owned))
+        .collect();
+    statuses.sort();
+    statuses
+}
+
+#[tokio::test]
+async fn a_count_300_job_on_a_default_etcd_is_placed_whole_reads_the_same_on_the_follower_and_survives_a_restart()
+ {
+    let prefix = format!(
+        "cairn-test-ha-scheduler-large-{}-{:08x}/",
+        std::process::id(),
+        random() as u32
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let first = server(&prefix, &dir, "a").await;
+    let second = server(&prefix, &dir, "b").await;
+    let leader = agreed_leader(&[&first, &second]).await;
+    let (leading, following) = if leader == first.addr("scheduler") {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+
+    for n in 0..3 {
+        let (id, secret) = (uuid(), uuid());
+        let (status, body) = send(
+            following,
+            "PUT",
+            "/v1/internal/node/register",
+            &secret,
+            &node_body(&id, &secret, &format!("large-{n}"), 64000, 65536),
+        )
+        .await;
+        assert_eq!(status, 200, "node register through the follower: {body}");
+    }
+    let (status, body) = send(following, "POST", "/v1/jobs", "", &big_job()).await;
+    assert_eq!(status, 200, "job register through the follower: {body}");
+
+    let on_leader = all_placed(leading, "leader").await;
+    let on_follower = all_placed(following, "follower").await;
+    assert_eq!(
+        on_follower, on_leader,
+        "the follower reads what the leader wrote"
+    );
+    let statuses = poll("the evaluation completes", || async {
+        let statuses = eval_statuses(following).await;
+        statuses
+            .iter()
+            .any(|status| status == "complete")
+            .then_some(statuses)
+    })
+    .await;
+    assert!(
+        !statuses
+            .iter()
+            .any(|status| status == "pending" || status == "failed"),
+        "{statuses:?}"
+    );
+    let (_, summary) = get(following, "/v1/job/big/summary").await;
+    eprintln!("summary through the follower: {}", summary["Summary"]);
+
+    // Both die without a word; a new server on the same prefix reads everything back.
+    assert!(!first.signal_and_wait("KILL").await.success());
+    assert!(!second.signal_and_wait("KILL").await.success());
+    let third = server(&prefix, &dir, "c").await;
+    agreed_leader(&[&third]).await;
+    let restarted = all_placed(&third, "after the restart").await;
+    assert_eq!(restarted, on_leader);
+    assert_eq!(eval_statuses(&third).await, statuses);
+    third.stop().await;
 }
