@@ -2,8 +2,10 @@
 //! second, never below [`MIN_RATE_LIMIT`]) and `api-rate-limiting-enabled`.
 //!
 //! Where it sits: [`RateLimitLayer`] is a plain tower layer over the whole router
-//! (`routes.rs`), which also sets `TFP-API-Version` on every answer (one layer, so one boxed
-//! `Route` per request, rather than a `from_fn` middleware plus a header layer). For a
+//! (`routes.rs`), which also applies the JSON:API content-type rule to the JSON:API routes
+//! after the limit (`routes::refuse_content_type`) and sets `TFP-API-Version` on every answer:
+//! one layer, so one boxed `Route` per request, rather than two `from_fn` middlewares plus a
+//! header layer. For a
 //! request with a bearer token it resolves the [`Caller`] once, keys the bucket by the token's
 //! owner (a user, team or organization id) and leaves the resolution in the request's
 //! extensions, where the `Caller` extractor picks it up (no second token lookup). Requests
@@ -215,6 +217,9 @@ where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
     if is_exempt(request.uri().path()) {
+        if let Some(refused) = crate::routes::refuse_content_type(&request) {
+            return refused;
+        }
         let Ok(response) = inner.call(request).await;
         return response;
     }
@@ -239,6 +244,9 @@ where
         if let Err(wait) = limiter.check(key) {
             return too_many_requests(limit, wait);
         }
+    }
+    if let Some(refused) = crate::routes::refuse_content_type(&request) {
+        return refused;
     }
     let Ok(mut response) = inner.call(request).await;
     response

@@ -18,8 +18,7 @@
 //! limiter first (`rate_limit.rs`).
 
 use axum::Router;
-use axum::extract::Request;
-use axum::middleware::Next;
+use axum::extract::{MatchedPath, Request};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
 use http::{HeaderValue, Method, header};
@@ -356,8 +355,7 @@ pub fn router(state: State) -> Router {
             get(policy_versions::read_policy_version)
                 .patch(policy_versions::update_policy_version)
                 .delete(policy_versions::delete_policy_version),
-        )
-        .route_layer(axum::middleware::from_fn(require_jsonapi_content_type));
+        );
     let jsonapi = http_kit::with_body_limit(jsonapi, JSONAPI_BODY_LIMIT);
 
     // Upload and download routes (no bearer, no JSON:API content type).
@@ -454,17 +452,22 @@ pub fn router(state: State) -> Router {
         .layer(rate_limit::RateLimitLayer::new(state))
 }
 
-/// 415 for a POST, PATCH or DELETE whose `Content-Type` is not `application/vnd.api+json`
-/// (parameters such as `charset` are allowed).
-async fn require_jsonapi_content_type(request: Request, next: Next) -> Response {
+/// The 415 for a POST, PATCH or DELETE to a JSON:API route (every route under `/api/v2/`:
+/// the upload, download and module registry protocol routes are elsewhere) whose
+/// `Content-Type` is not `application/vnd.api+json` (parameters such as `charset` are
+/// allowed). Run by the platform's one layer (`rate_limit.rs`), inside each route, so the
+/// matched route is known; unknown paths are not checked (they answer 404).
+pub(crate) fn refuse_content_type(request: &Request) -> Option<Response> {
     let mutating = matches!(
         *request.method(),
         Method::POST | Method::PATCH | Method::DELETE
     );
-    if mutating && !is_jsonapi(request.headers().get(header::CONTENT_TYPE)) {
-        return Error::UnsupportedMediaType.into_response();
-    }
-    next.run(request).await
+    let jsonapi_route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|route| route.as_str().starts_with("/api/v2/"));
+    (mutating && jsonapi_route && !is_jsonapi(request.headers().get(header::CONTENT_TYPE)))
+        .then(|| Error::UnsupportedMediaType.into_response())
 }
 
 fn is_jsonapi(value: Option<&HeaderValue>) -> bool {
