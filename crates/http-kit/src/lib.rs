@@ -16,7 +16,8 @@
 //!   upstream's body shape (see [`shape`]), with 5xx causes logged once and hidden from clients.
 //! - [`ApiJson`], [`ApiQuery`], [`RawBody`]: extractors whose rejections are the service's own
 //!   error type (never axum's plain-text rejections).
-//! - [`header_aliases`] and [`bearer_token`]: spec header names and upstream names both work.
+//! - [`Hooks`]' header aliases and [`bearer_token`]: spec header names and upstream names both
+//!   work.
 //! - [`query`]: Consul's and Nomad's query options ([`query::QueryParams`], first value wins,
 //!   typed [`query::QueryError`]s) and read answers with their index headers
 //!   ([`query::Indexed`]).
@@ -54,7 +55,7 @@ mod tls;
 
 pub use error::{ApiError, INTERNAL_ERROR_MESSAGE, Rejection, into_response};
 pub use extract::{ApiJson, ApiQuery, RawBody};
-pub use headers::{bearer_token, header_aliases};
+pub use headers::bearer_token;
 pub use layers::{
     BodyLimit, DEFAULT_BODY_LIMIT, Finish, Hooks, HttpOptions, REQUEST_ID_HEADER, RequestId, hooks,
     layers, layers_with_hooks, with_body_limit,

@@ -3,7 +3,7 @@
 //!
 //! Where it sits: [`RateLimitLayer`] is a plain tower layer over the whole router
 //! (`routes.rs`), which also applies the JSON:API content-type rule to the JSON:API routes
-//! after the limit (`routes::refuse_content_type`) and sets `TFP-API-Version` on every answer:
+//! after the limit (`request::refuse_content_type`) and sets `TFP-API-Version` on every answer:
 //! one layer, so one boxed `Route` per request, rather than two `from_fn` middlewares plus a
 //! header layer. For a
 //! request with a bearer token it resolves the [`Caller`] once, keys the bucket by the token's
@@ -217,7 +217,7 @@ where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
     if is_exempt(request.uri().path()) {
-        if let Some(refused) = crate::routes::refuse_content_type(&request) {
+        if let Some(refused) = crate::request::refuse_content_type(&request) {
             return refused;
         }
         let Ok(response) = inner.call(request).await;
@@ -245,7 +245,7 @@ where
             return too_many_requests(limit, wait);
         }
     }
-    if let Some(refused) = crate::routes::refuse_content_type(&request) {
+    if let Some(refused) = crate::request::refuse_content_type(&request) {
         return refused;
     }
     let Ok(mut response) = inner.call(request).await;

@@ -1,7 +1,8 @@
 //! Reading requests: [`Body`] (a JSON:API request document with pointer-aware accessors; and
 //! [`OptionalBody`] where the body may be empty) and
 //! [`Query`] (query parameters, bracketed keys percent-encoded or not, with paging, `include`
-//! and `filter[...]` helpers).
+//! and `filter[...]` helpers), and the JSON:API content-type rule ([`refuse_content_type`],
+//! applied by the platform's one layer in `rate_limit.rs`).
 //!
 //! Where it sits: in handler signatures after the state, [`Caller`](crate::auth::Caller) and
 //! path extractors. Handlers never use bare `axum::Json`/`Query`, so every failure is a
@@ -16,8 +17,10 @@
 //! - Query keys are percent-decoded before lookup, so `page%5Bsize%5D` and `page[size]` are the
 //!   same key; a repeated key's last value wins.
 
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Request};
+use axum::response::{IntoResponse, Response};
 use http::request::Parts;
+use http::{HeaderValue, Method, header};
 use jsonapi::{Identifier, Page};
 use serde_json::{Map, Value};
 
@@ -347,6 +350,31 @@ impl Query {
         }
         Ok(names)
     }
+}
+
+/// The 415 for a POST, PATCH or DELETE to a JSON:API route (every route under `/api/v2/`:
+/// the upload, download and module registry protocol routes are elsewhere) whose
+/// `Content-Type` is not `application/vnd.api+json` (parameters such as `charset` are
+/// allowed). Run by the platform's one layer (`rate_limit.rs`), inside each route, so the
+/// matched route is known; unknown paths are not checked (they answer 404).
+pub(crate) fn refuse_content_type(request: &Request) -> Option<Response> {
+    let mutating = matches!(
+        *request.method(),
+        Method::POST | Method::PATCH | Method::DELETE
+    );
+    let jsonapi_route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|route| route.as_str().starts_with("/api/v2/"));
+    (mutating && jsonapi_route && !is_jsonapi(request.headers().get(header::CONTENT_TYPE)))
+        .then(|| Error::UnsupportedMediaType.into_response())
+}
+
+fn is_jsonapi(value: Option<&HeaderValue>) -> bool {
+    value
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case(jsonapi::MEDIA_TYPE))
 }
 
 #[cfg(test)]

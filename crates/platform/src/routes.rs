@@ -18,10 +18,7 @@
 //! limiter first (`rate_limit.rs`).
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, patch, post, put};
-use http::{HeaderValue, Method, header};
 
 use crate::{
     Error, State, admin, configuration_versions, error_page, invitations, memberships, metrics,
@@ -450,31 +447,6 @@ pub fn router(state: State) -> Router {
         // Per-caller rate limiting (rate_limit.rs; exempts ping and the signed blob URLs) and
         // the `TFP-API-Version` header, in one layer.
         .layer(rate_limit::RateLimitLayer::new(state))
-}
-
-/// The 415 for a POST, PATCH or DELETE to a JSON:API route (every route under `/api/v2/`:
-/// the upload, download and module registry protocol routes are elsewhere) whose
-/// `Content-Type` is not `application/vnd.api+json` (parameters such as `charset` are
-/// allowed). Run by the platform's one layer (`rate_limit.rs`), inside each route, so the
-/// matched route is known; unknown paths are not checked (they answer 404).
-pub(crate) fn refuse_content_type(request: &Request) -> Option<Response> {
-    let mutating = matches!(
-        *request.method(),
-        Method::POST | Method::PATCH | Method::DELETE
-    );
-    let jsonapi_route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .is_some_and(|route| route.as_str().starts_with("/api/v2/"));
-    (mutating && jsonapi_route && !is_jsonapi(request.headers().get(header::CONTENT_TYPE)))
-        .then(|| Error::UnsupportedMediaType.into_response())
-}
-
-fn is_jsonapi(value: Option<&HeaderValue>) -> bool {
-    value
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case(jsonapi::MEDIA_TYPE))
 }
 
 async fn method_not_allowed() -> Error {
