@@ -173,11 +173,17 @@ async fn placed(server: &Cairn, job_id: &str) -> Vec<String> {
     .await
 }
 
-#[tokio::test]
-async fn a_job_registered_through_the_follower_is_placed_reads_the_same_on_both_and_the_survivor_takes_writes_after_the_leader_stops()
- {
+/// Two servers under a fresh etcd prefix (named after `test`), once they agree on a leader.
+struct Pair {
+    prefix: String,
+    dir: tempfile::TempDir,
+    leading: Cairn,
+    following: Cairn,
+}
+
+async fn pair(test: &str) -> Pair {
     let prefix = format!(
-        "cairn-test-ha-scheduler-{}-{:08x}/",
+        "cairn-test-ha-scheduler-{test}-{}-{:08x}/",
         std::process::id(),
         random() as u32
     );
@@ -186,19 +192,36 @@ async fn a_job_registered_through_the_follower_is_placed_reads_the_same_on_both_
     let second = server(&prefix, &dir, "b").await;
     let leader = agreed_leader(&[&first, &second]).await;
     let (leading, following) = if leader == first.addr("scheduler") {
-        (&first, &second)
+        (first, second)
     } else {
         assert_eq!(
             leader,
             second.addr("scheduler"),
             "the leader is one of the two"
         );
-        (&second, &first)
+        (second, first)
     };
+    Pair {
+        prefix,
+        dir,
+        leading,
+        following,
+    }
+}
+
+#[tokio::test]
+async fn a_job_registered_through_the_follower_is_placed_reads_the_same_on_both_and_the_survivor_takes_writes_after_the_leader_stops()
+ {
+    let Pair {
+        leading: leading_server,
+        following: following_server,
+        ..
+    } = pair("stop").await;
+    let (leading, following) = (&leading_server, &following_server);
     let (_, peers) = get(following, "/v1/status/peers").await;
     let mut peers: Vec<String> = serde_json::from_value(peers).unwrap_or_default();
     peers.sort();
-    let mut expected = vec![first.addr("scheduler"), second.addr("scheduler")];
+    let mut expected = vec![leading.addr("scheduler"), following.addr("scheduler")];
     expected.sort();
     assert_eq!(peers, expected);
 
@@ -228,24 +251,19 @@ async fn a_job_registered_through_the_follower_is_placed_reads_the_same_on_both_
 
     // The leader stops: the other server leads and takes writes.
     let survivor_addr = following.addr("scheduler");
-    let (leading, following) = if std::ptr::eq(leading, &first) {
-        (first, second)
-    } else {
-        (second, first)
-    };
-    leading.stop().await;
-    let leader = agreed_leader(&[&following]).await;
+    leading_server.stop().await;
+    let leader = agreed_leader(&[following]).await;
     assert_eq!(leader, survivor_addr);
     // The node keeps heartbeating through the survivor, as its agent would.
     let heartbeat = format!("/v1/internal/node/{node_id}/heartbeat");
-    let (status, body) = send(&following, "PUT", &heartbeat, &secret, &json!({})).await;
+    let (status, body) = send(following, "PUT", &heartbeat, &secret, &json!({})).await;
     assert_eq!(status, 200, "heartbeat on the new leader: {body}");
-    let (status, body) = send(&following, "POST", "/v1/jobs", "", &job("after")).await;
+    let (status, body) = send(following, "POST", "/v1/jobs", "", &job("after")).await;
     assert_eq!(status, 200, "register on the new leader: {body}");
-    placed(&following, "after").await;
-    let (_, node) = get(&following, &format!("/v1/node/{node_id}")).await;
+    placed(following, "after").await;
+    let (_, node) = get(following, &format!("/v1/node/{node_id}")).await;
     assert_eq!(node["Status"], "ready");
-    following.stop().await;
+    following_server.stop().await;
 }
 
 /// 64 random bits (the standard library's per-process random hash keys).
@@ -271,20 +289,9 @@ fn uuid() -> String {
 
 #[tokio::test]
 async fn every_registration_acknowledged_through_the_follower_survives_a_sigkill_of_the_leader() {
-    let prefix = format!(
-        "cairn-test-ha-scheduler-kill-{}-{:08x}/",
-        std::process::id(),
-        random() as u32
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let first = server(&prefix, &dir, "a").await;
-    let second = server(&prefix, &dir, "b").await;
-    let leader = agreed_leader(&[&first, &second]).await;
-    let (leading, following) = if leader == first.addr("scheduler") {
-        (first, second)
-    } else {
-        (second, first)
-    };
+    let Pair {
+        leading, following, ..
+    } = pair("kill").await;
 
     // Registrations through the follower, one after another, while the leader is killed.
     let url = following.url("scheduler", "/v1/jobs");
@@ -388,20 +395,13 @@ async fn eval_statuses(server: &Cairn) -> Vec<String> {
 #[tokio::test]
 async fn a_count_300_job_on_a_default_etcd_is_placed_whole_reads_the_same_on_the_follower_and_survives_a_restart()
  {
-    let prefix = format!(
-        "cairn-test-ha-scheduler-large-{}-{:08x}/",
-        std::process::id(),
-        random() as u32
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let first = server(&prefix, &dir, "a").await;
-    let second = server(&prefix, &dir, "b").await;
-    let leader = agreed_leader(&[&first, &second]).await;
-    let (leading, following) = if leader == first.addr("scheduler") {
-        (&first, &second)
-    } else {
-        (&second, &first)
-    };
+    let Pair {
+        prefix,
+        dir,
+        leading: leading_server,
+        following: following_server,
+    } = pair("large").await;
+    let (leading, following) = (&leading_server, &following_server);
 
     for n in 0..3 {
         let (id, secret) = (uuid(), uuid());
@@ -442,8 +442,8 @@ async fn a_count_300_job_on_a_default_etcd_is_placed_whole_reads_the_same_on_the
     eprintln!("summary through the follower: {}", summary["Summary"]);
 
     // Both die without a word; a new server on the same prefix reads everything back.
-    assert!(!first.signal_and_wait("KILL").await.success());
-    assert!(!second.signal_and_wait("KILL").await.success());
+    assert!(!leading_server.signal_and_wait("KILL").await.success());
+    assert!(!following_server.signal_and_wait("KILL").await.success());
     let third = server(&prefix, &dir, "c").await;
     agreed_leader(&[&third]).await;
     let restarted = all_placed(&third, "after the restart").await;
