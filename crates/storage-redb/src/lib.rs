@@ -18,7 +18,9 @@
 //! - A transaction is durable (fsynced) when `txn` returns, and visible to readers and
 //!   watchers no earlier than its commit.
 //! - Revisions, the history table and tombstones follow the contract in `storage`'s docs;
-//!   history keeps the last [`RedbOptions::history_retention`] revisions.
+//!   history keeps the last [`RedbOptions::history_retention`] revisions, fewer if they hold
+//!   more than [`RedbOptions::history_bytes`] (so the file stays flat under churn of large
+//!   transactions; a watch that falls behind gets `Error::Compacted` and re-reads).
 //! - Nothing read from disk is trusted: a corrupt record is an [`Error::Backend`], never a
 //!   panic.
 //! - After [`Storage::close`] returns, the writer thread has exited, the database file is
@@ -46,7 +48,7 @@ use storage::{
 use tokio::sync::oneshot;
 
 use crate::stats::Counters;
-use crate::tables::{OrBackend, Reader, WriteTables};
+use crate::tables::{OrBackend, Reader, Retention, WriteTables};
 use crate::writer::{Request, Writer};
 
 pub use crate::stats::{BATCH_SIZE_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution, RedbStats};
@@ -55,6 +57,9 @@ pub use crate::stats::{BATCH_SIZE_BUCKETS, COMMIT_SECONDS_BUCKETS, Distribution,
 /// blocking pool.
 const INLINE_SCAN_KEYS: usize = 64;
 
+/// The default of [`RedbOptions::history_bytes`]: 64 MiB.
+pub const DEFAULT_HISTORY_BYTES: u64 = 64 << 20;
+
 /// How to open a [`RedbStorage`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -62,6 +67,10 @@ pub struct RedbOptions {
     /// How many revisions of history to keep for watches (default
     /// [`DEFAULT_HISTORY_RETENTION`]); older ones are compacted as new ones commit.
     pub history_retention: u64,
+    /// The most bytes of history records to keep (default [`DEFAULT_HISTORY_BYTES`]): the
+    /// oldest revisions are compacted while history holds more, however few revisions that
+    /// leaves (the newest is always kept). Bounds the file under churn of large transactions.
+    pub history_bytes: u64,
     /// redb's page cache size in bytes (default 64 MiB).
     pub cache_size: usize,
 }
@@ -70,6 +79,7 @@ impl Default for RedbOptions {
     fn default() -> RedbOptions {
         RedbOptions {
             history_retention: DEFAULT_HISTORY_RETENTION,
+            history_bytes: DEFAULT_HISTORY_BYTES,
             cache_size: 64 << 20,
         }
     }
@@ -78,6 +88,11 @@ impl Default for RedbOptions {
 impl RedbOptions {
     pub fn with_history_retention(mut self, history_retention: u64) -> RedbOptions {
         self.history_retention = history_retention;
+        self
+    }
+
+    pub fn with_history_bytes(mut self, history_bytes: u64) -> RedbOptions {
+        self.history_bytes = history_bytes;
         self
     }
 
@@ -153,7 +168,10 @@ impl RedbStorage {
             .map_err(|err| Error::Backend(format!("redb: opening {}: {err}", path.display())))?;
         let meta = {
             let txn = db.begin_write().or_backend()?;
-            let meta = WriteTables::open(&txn)?.read_meta()?;
+            let mut tables = WriteTables::open(&txn)?;
+            let mut meta = tables.read_meta()?;
+            tables.count_history_bytes_if_missing(&mut meta)?;
+            drop(tables);
             txn.commit().or_backend()?;
             meta
         };
@@ -168,7 +186,10 @@ impl RedbStorage {
             requests: receiver,
             revision: revision.clone(),
             meta,
-            retention: options.history_retention,
+            retention: Retention {
+                revisions: options.history_retention,
+                bytes: options.history_bytes,
+            },
             stats: stats.clone(),
         };
         let handle = std::thread::Builder::new()

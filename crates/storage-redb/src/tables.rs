@@ -9,7 +9,8 @@
 //! - `kv`: key → [`codec::encode_kv`] (value, create/mod revision, version).
 //! - `meta`: `"revision"` (last committed), `"compacted"` (history holds exactly the revisions
 //!   in `(compacted, revision]`), `"tombstone_floor"` (highest delete revision whose tombstone
-//!   compaction pruned).
+//!   compaction pruned), `"history_bytes"` (the summed size of the `history` records, what the
+//!   byte bound of compaction reads; counted once at open by stores written before it existed).
 //! - `history`: revision → [`codec::encode_events`] of that transaction, one per writing
 //!   transaction.
 //! - `tombstones`: key → revision of its deletion, for deletes still in `history`.
@@ -35,6 +36,20 @@ pub(crate) const TOMBSTONES: TableDefinition<'_, &[u8], u64> = TableDefinition::
 const REVISION: &str = "revision";
 const COMPACTED: &str = "compacted";
 const TOMBSTONE_FLOOR: &str = "tombstone_floor";
+const HISTORY_BYTES: &str = "history_bytes";
+
+/// What a `history` record counts against the byte bound: its value and its 8-byte key.
+fn history_record_bytes(record: &[u8]) -> u64 {
+    record.len() as u64 + 8
+}
+
+/// How much history compaction keeps: at most `revisions` revisions and, beyond the newest
+/// one (always kept, however large), at most `bytes` bytes of history records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Retention {
+    pub(crate) revisions: u64,
+    pub(crate) bytes: u64,
+}
 
 /// Maps any redb error into the backend-neutral one.
 pub(crate) fn backend(err: impl Display) -> Error {
@@ -57,6 +72,8 @@ pub(crate) struct Meta {
     pub(crate) revision: Revision,
     pub(crate) compacted: Revision,
     pub(crate) tombstone_floor: Revision,
+    /// The summed [`history_record_bytes`] of every record in `history`.
+    pub(crate) history_bytes: u64,
 }
 
 impl Meta {
@@ -79,6 +96,7 @@ fn read_meta_from(table: &impl ReadableTable<&'static str, u64>) -> Result<Meta,
         revision: get(REVISION)?,
         compacted: get(COMPACTED)?,
         tombstone_floor: get(TOMBSTONE_FLOOR)?,
+        history_bytes: get(HISTORY_BYTES)?,
     }
     .check()
 }
@@ -106,11 +124,33 @@ impl<'t> WriteTables<'t> {
         read_meta_from(&self.meta)
     }
 
+    /// For a store written before `meta` counted history bytes: counts them (one pass over
+    /// `history`) into `meta` and the table. Returns whether it had to.
+    pub(crate) fn count_history_bytes_if_missing(
+        &mut self,
+        meta: &mut Meta,
+    ) -> Result<bool, Error> {
+        if self.meta.get(HISTORY_BYTES).or_backend()?.is_some() {
+            return Ok(false);
+        }
+        let mut bytes = 0;
+        for entry in self.history.iter().or_backend()? {
+            let (_, record) = entry.or_backend()?;
+            bytes += history_record_bytes(record.value());
+        }
+        meta.history_bytes = bytes;
+        self.write_meta(*meta)?;
+        Ok(true)
+    }
+
     pub(crate) fn write_meta(&mut self, meta: Meta) -> Result<(), Error> {
         self.meta.insert(REVISION, meta.revision).or_backend()?;
         self.meta.insert(COMPACTED, meta.compacted).or_backend()?;
         self.meta
             .insert(TOMBSTONE_FLOOR, meta.tombstone_floor)
+            .or_backend()?;
+        self.meta
+            .insert(HISTORY_BYTES, meta.history_bytes)
             .or_backend()?;
         Ok(())
     }
@@ -182,9 +222,11 @@ impl<'t> WriteTables<'t> {
                 None,
             ));
         }
+        let record = codec::encode_events(&events);
         self.history
-            .insert(revision, codec::encode_events(&events).as_slice())
+            .insert(revision, record.as_slice())
             .or_backend()?;
+        meta.history_bytes += history_record_bytes(&record);
         meta.revision = revision;
         Ok((
             TxnResult {
@@ -236,23 +278,30 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Drops history older than `retention` revisions, with the tombstones those entries
-    /// created, raising `meta.compacted` and `meta.tombstone_floor`.
-    pub(crate) fn compact(&mut self, meta: &mut Meta, retention: u64) -> Result<(), Error> {
-        let floor = meta.revision.saturating_sub(retention);
-        if floor <= meta.compacted {
+    /// Drops the oldest history while it holds more than `retention.revisions` revisions, or
+    /// more than `retention.bytes` bytes (the newest revision is kept for the byte bound), with
+    /// the tombstones those entries created, raising `meta.compacted` and
+    /// `meta.tombstone_floor` and lowering `meta.history_bytes`.
+    pub(crate) fn compact(&mut self, meta: &mut Meta, retention: Retention) -> Result<(), Error> {
+        let floor = meta.revision.saturating_sub(retention.revisions);
+        if floor <= meta.compacted && meta.history_bytes <= retention.bytes {
             return Ok(());
         }
         let mut dropped = Vec::new();
         let mut deletes = Vec::new();
+        let mut bytes = meta.history_bytes;
         for entry in self
             .history
-            .range::<u64>(meta.compacted + 1..=floor)
+            .range::<u64>(meta.compacted + 1..=meta.revision)
             .or_backend()?
         {
             let (revision, record) = entry.or_backend()?;
             let revision = revision.value();
+            if revision > floor && (bytes <= retention.bytes || revision == meta.revision) {
+                break;
+            }
             dropped.push(revision);
+            bytes = bytes.saturating_sub(history_record_bytes(record.value()));
             // A record that no longer decodes is being discarded anyway; its tombstones stay
             // (harmless: they only make range_revision conservative).
             if let Ok(events) = codec::decode_events(revision, record.value()) {
@@ -275,10 +324,12 @@ impl<'t> WriteTables<'t> {
                 meta.tombstone_floor = meta.tombstone_floor.max(revision);
             }
         }
+        let newest_dropped = dropped.last().copied();
         for revision in dropped {
             self.history.remove(revision).or_backend()?;
         }
-        meta.compacted = floor;
+        meta.history_bytes = bytes;
+        meta.compacted = meta.compacted.max(floor).max(newest_dropped.unwrap_or(0));
         Ok(())
     }
 }

@@ -39,7 +39,7 @@ use storage::{Error, Revision, Snapshot, Txn, TxnResult};
 use tokio::sync::oneshot;
 
 use crate::stats::Counters;
-use crate::tables::{Meta, OrBackend, WriteTables};
+use crate::tables::{Meta, OrBackend, Retention, WriteTables};
 
 /// The most requests one group commit applies.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -83,7 +83,7 @@ pub(crate) struct Writer {
     /// The last committed revision, shared with readers of `Storage::revision`.
     pub(crate) revision: Arc<AtomicU64>,
     pub(crate) meta: Meta,
-    pub(crate) retention: u64,
+    pub(crate) retention: Retention,
     pub(crate) stats: Arc<Counters>,
 }
 
