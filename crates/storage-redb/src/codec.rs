@@ -1,5 +1,6 @@
-//! The on-disk encoding of the `kv` and `history` tables' values, by hand: a format byte, then
-//! little-endian integers and length-prefixed byte strings.
+//! The on-disk encoding of the `kv` and `history` tables' values and of write-ahead log
+//! records ([`Redo`] changes), by hand: a format byte, then little-endian integers and
+//! length-prefixed byte strings.
 //!
 //! Where it sits: below `tables.rs` (which reads and writes redb) and above nothing; pure
 //! functions, no I/O.
@@ -120,6 +121,113 @@ pub(crate) fn decode_events(revision: Revision, record: &[u8]) -> Result<Vec<Eve
     Ok(events)
 }
 
+/// One change to a table, as a write-ahead log record lists it (see `tables.rs`): replaying a
+/// group's changes in order on the state before the group reproduces the state after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Redo<'a> {
+    /// `kv[key] = record` (an encoded kv record).
+    KvPut(&'a [u8], &'a [u8]),
+    KvDelete(&'a [u8]),
+    TombstonePut(&'a [u8], Revision),
+    TombstoneDelete(&'a [u8]),
+    /// `history[revision] = record` (encoded events).
+    HistoryPut(Revision, &'a [u8]),
+    HistoryDelete(Revision),
+}
+
+const REDO_KV_PUT: u8 = 1;
+const REDO_KV_DELETE: u8 = 2;
+const REDO_TOMBSTONE_PUT: u8 = 3;
+const REDO_TOMBSTONE_DELETE: u8 = 4;
+const REDO_HISTORY_PUT: u8 = 5;
+const REDO_HISTORY_DELETE: u8 = 6;
+/// Format byte of a redo record: `format u8, first_revision u64, meta [u64; REDO_META]`, then
+/// changes until the end, each `tag u8` and its fields (byte strings length-prefixed).
+const REDO_FORMAT: u8 = 1;
+/// How many meta words a redo record carries (`tables::Meta`'s fields).
+pub(crate) const REDO_META: usize = 4;
+/// The size of a redo record's header, reserved by [`redo_start`] and filled by
+/// [`redo_finish`].
+const REDO_HEADER: usize = 1 + 8 + 8 * REDO_META;
+
+/// An empty redo record: room for its header, then [`encode_redo`] appends changes.
+pub(crate) fn redo_start() -> Vec<u8> {
+    vec![0; REDO_HEADER]
+}
+
+/// Fills in the header of a redo record begun by [`redo_start`].
+pub(crate) fn redo_finish(record: &mut [u8], first: Revision, meta: [u64; REDO_META]) {
+    record[0] = REDO_FORMAT;
+    record[1..9].copy_from_slice(&first.to_le_bytes());
+    for (i, word) in meta.iter().enumerate() {
+        record[9 + 8 * i..17 + 8 * i].copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+pub(crate) fn encode_redo(out: &mut Vec<u8>, change: Redo<'_>) {
+    match change {
+        Redo::KvPut(key, record) => {
+            out.push(REDO_KV_PUT);
+            put_bytes(out, key);
+            put_bytes(out, record);
+        }
+        Redo::KvDelete(key) => {
+            out.push(REDO_KV_DELETE);
+            put_bytes(out, key);
+        }
+        Redo::TombstonePut(key, revision) => {
+            out.push(REDO_TOMBSTONE_PUT);
+            put_bytes(out, key);
+            out.extend_from_slice(&revision.to_le_bytes());
+        }
+        Redo::TombstoneDelete(key) => {
+            out.push(REDO_TOMBSTONE_DELETE);
+            put_bytes(out, key);
+        }
+        Redo::HistoryPut(revision, record) => {
+            out.push(REDO_HISTORY_PUT);
+            out.extend_from_slice(&revision.to_le_bytes());
+            put_bytes(out, record);
+        }
+        Redo::HistoryDelete(revision) => {
+            out.push(REDO_HISTORY_DELETE);
+            out.extend_from_slice(&revision.to_le_bytes());
+        }
+    }
+}
+
+/// A redo record's first revision, meta words and changes.
+pub(crate) type RedoRecord<'a> = (Revision, [u64; REDO_META], Vec<Redo<'a>>);
+
+fn redo_what() -> String {
+    "write-ahead log record".to_owned()
+}
+
+pub(crate) fn decode_redo(record: &[u8]) -> Result<RedoRecord<'_>, Error> {
+    let mut reader = Reader::new(record, &redo_what);
+    if reader.u8()? != REDO_FORMAT {
+        return Err(reader.corrupt("unknown format"));
+    }
+    let first = reader.u64()?;
+    let mut meta = [0u64; REDO_META];
+    for word in &mut meta {
+        *word = reader.u64()?;
+    }
+    let mut changes = Vec::new();
+    while reader.remaining() > 0 {
+        changes.push(match reader.u8()? {
+            REDO_KV_PUT => Redo::KvPut(reader.bytes()?, reader.bytes()?),
+            REDO_KV_DELETE => Redo::KvDelete(reader.bytes()?),
+            REDO_TOMBSTONE_PUT => Redo::TombstonePut(reader.bytes()?, reader.u64()?),
+            REDO_TOMBSTONE_DELETE => Redo::TombstoneDelete(reader.bytes()?),
+            REDO_HISTORY_PUT => Redo::HistoryPut(reader.u64()?, reader.bytes()?),
+            REDO_HISTORY_DELETE => Redo::HistoryDelete(reader.u64()?),
+            _ => return Err(reader.corrupt("unknown change")),
+        });
+    }
+    Ok((first, meta, changes))
+}
+
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     out.extend_from_slice(bytes);
@@ -227,6 +335,32 @@ mod tests {
         let events = sample_events();
         assert_eq!(decode_events(9, &encode_events(&events)).unwrap(), events);
         assert_eq!(decode_events(4, &encode_events(&[])).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn redo_record_round_trips_and_truncation_is_an_error() {
+        let changes = [
+            Redo::KvPut(b"k", b"record"),
+            Redo::KvDelete(b""),
+            Redo::TombstonePut(b"t", 5),
+            Redo::TombstoneDelete(b"t"),
+            Redo::HistoryPut(6, b"events"),
+            Redo::HistoryDelete(2),
+        ];
+        let mut record = redo_start();
+        for change in changes {
+            encode_redo(&mut record, change);
+        }
+        redo_finish(&mut record, 5, [6, 2, 1, 99]);
+        let (first, meta, decoded) = decode_redo(&record).unwrap();
+        assert_eq!((first, meta), (5, [6, 2, 1, 99]));
+        assert_eq!(decoded, changes);
+        for len in 0..record.len() {
+            // A cut at a change boundary is a shorter valid record; anywhere else an error.
+            if let Ok((_, _, decoded)) = decode_redo(&record[..len]) {
+                assert!(decoded.len() < changes.len(), "length {len}");
+            }
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What the writer has done since the store opened, for [`crate::RedbStorage::stats`]:
-//! counters of requests and durable commits, and the distributions of commit latency and of
-//! requests per commit (group size).
+//! counters of requests and commits (groups made durable, through the write-ahead log or a
+//! durable redb commit), and the distributions of commit latency and of requests per commit
+//! (group size).
 //!
 //! Where it sits: the writer thread (`writer.rs`) records after each group; readers (tests,
 //! `cairn`'s metrics endpoint through [`crate::RedbStatsSource`]) copy a snapshot. Plain data:
@@ -25,13 +26,15 @@ pub const BATCH_SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 1
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]
 pub struct RedbStats {
-    /// Durable redb commits (groups that wrote something).
+    /// Commits: groups that wrote something, each made durable once (a synced log record or a
+    /// durable redb commit).
     pub commits: u64,
     /// Transactions and restores the writer applied, writing or not.
     pub requests: u64,
-    /// Seconds from opening a group's write transaction to its durable commit, per commit.
+    /// Seconds from opening a group's write transaction to its commit (durable and visible),
+    /// per commit.
     pub commit_seconds: Distribution,
-    /// Requests per durable commit.
+    /// Requests per commit.
     pub batch_sizes: Distribution,
 }
 

@@ -10,10 +10,18 @@
 //! - `meta`: `"revision"` (last committed), `"compacted"` (history holds exactly the revisions
 //!   in `(compacted, revision]`), `"tombstone_floor"` (highest delete revision whose tombstone
 //!   compaction pruned), `"history_bytes"` (the summed size of the `history` records, what the
-//!   byte bound of compaction reads; counted once at open by stores written before it existed).
+//!   byte bound of compaction reads; counted once at open by stores written before it existed),
+//!   `"wal_nonce"` (the nonce of the write-ahead log records written since the last durable
+//!   commit, see `wal.rs`).
 //! - `history`: revision → [`codec::encode_events`] of that transaction, one per writing
 //!   transaction.
 //! - `tombstones`: key → revision of its deletion, for deletes still in `history`.
+//!
+//! Redo: with [`WriteTables::record_redo`], every change to `kv`, `tombstones` and `history` is
+//! also appended, in order, to a redo record ([`codec::Redo`]) that [`WriteTables::take_redo`]
+//! finishes with the group's first revision and final meta; [`WriteTables::replay`] applies
+//! such a record on the state it was made on (meta.revision = first - 1) and reproduces the
+//! state after it exactly.
 //!
 //! Invariants: all four tables change together in one redb write transaction; a transaction
 //! that writes nothing leaves every table untouched; nothing here panics on what it reads.
@@ -37,6 +45,7 @@ const REVISION: &str = "revision";
 const COMPACTED: &str = "compacted";
 const TOMBSTONE_FLOOR: &str = "tombstone_floor";
 const HISTORY_BYTES: &str = "history_bytes";
+const WAL_NONCE: &str = "wal_nonce";
 
 /// What a `history` record counts against the byte bound: its value and its 8-byte key.
 fn history_record_bytes(record: &[u8]) -> u64 {
@@ -77,6 +86,25 @@ pub(crate) struct Meta {
 }
 
 impl Meta {
+    fn words(self) -> [u64; codec::REDO_META] {
+        [
+            self.revision,
+            self.compacted,
+            self.tombstone_floor,
+            self.history_bytes,
+        ]
+    }
+
+    fn from_words(words: [u64; codec::REDO_META]) -> Meta {
+        let [revision, compacted, tombstone_floor, history_bytes] = words;
+        Meta {
+            revision,
+            compacted,
+            tombstone_floor,
+            history_bytes,
+        }
+    }
+
     fn check(self) -> Result<Meta, Error> {
         if self.compacted > self.revision || self.tombstone_floor > self.compacted {
             return Err(Error::Backend(format!("corrupt meta table: {self:?}")));
@@ -107,6 +135,8 @@ pub(crate) struct WriteTables<'t> {
     meta: Table<'t, &'static str, u64>,
     history: Table<'t, u64, &'static [u8]>,
     tombstones: Table<'t, &'static [u8], u64>,
+    /// The redo record of the changes so far, when recording.
+    redo: Option<Vec<u8>>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -117,7 +147,112 @@ impl<'t> WriteTables<'t> {
             meta: txn.open_table(META).or_backend()?,
             history: txn.open_table(HISTORY).or_backend()?,
             tombstones: txn.open_table(TOMBSTONES).or_backend()?,
+            redo: None,
         })
+    }
+
+    /// From now on, also records every change in a redo record.
+    pub(crate) fn record_redo(&mut self) {
+        self.redo = Some(codec::redo_start());
+    }
+
+    /// The redo record of every change since [`WriteTables::record_redo`], for a group whose
+    /// first revision is `first` and which ends at `meta`; `None` if not recording.
+    pub(crate) fn take_redo(&mut self, first: Revision, meta: Meta) -> Option<Vec<u8>> {
+        let mut redo = self.redo.take()?;
+        codec::redo_finish(&mut redo, first, meta.words());
+        Some(redo)
+    }
+
+    fn log(&mut self, change: codec::Redo<'_>) {
+        if let Some(redo) = self.redo.as_mut() {
+            codec::encode_redo(redo, change);
+        }
+    }
+
+    fn kv_insert(&mut self, key: &[u8], record: &[u8]) -> Result<(), Error> {
+        self.kv.insert(key, record).or_backend()?;
+        self.log(codec::Redo::KvPut(key, record));
+        Ok(())
+    }
+
+    /// Whether there was a key to remove.
+    fn kv_remove(&mut self, key: &[u8]) -> Result<bool, Error> {
+        let removed = self.kv.remove(key).or_backend()?.is_some();
+        if removed {
+            self.log(codec::Redo::KvDelete(key));
+        }
+        Ok(removed)
+    }
+
+    fn tombstone_insert(&mut self, key: &[u8], revision: Revision) -> Result<(), Error> {
+        self.tombstones.insert(key, revision).or_backend()?;
+        self.log(codec::Redo::TombstonePut(key, revision));
+        Ok(())
+    }
+
+    fn tombstone_remove(&mut self, key: &[u8]) -> Result<(), Error> {
+        if self.tombstones.remove(key).or_backend()?.is_some() {
+            self.log(codec::Redo::TombstoneDelete(key));
+        }
+        Ok(())
+    }
+
+    fn history_insert(&mut self, revision: Revision, record: &[u8]) -> Result<(), Error> {
+        self.history.insert(revision, record).or_backend()?;
+        self.log(codec::Redo::HistoryPut(revision, record));
+        Ok(())
+    }
+
+    fn history_remove(&mut self, revision: Revision) -> Result<(), Error> {
+        if self.history.remove(revision).or_backend()?.is_some() {
+            self.log(codec::Redo::HistoryDelete(revision));
+        }
+        Ok(())
+    }
+
+    /// Applies a redo record made on the state at `meta.revision = first - 1` and advances
+    /// `meta` (and the table) to the record's; returns false, changing nothing, for a record
+    /// made on any other state (stale, or after a gap).
+    pub(crate) fn replay(&mut self, record: &[u8], meta: &mut Meta) -> Result<bool, Error> {
+        let (first, words, changes) = codec::decode_redo(record)?;
+        let after = Meta::from_words(words).check()?;
+        if first != meta.revision + 1 || after.revision < first {
+            return Ok(false);
+        }
+        for change in changes {
+            match change {
+                codec::Redo::KvPut(key, record) => self.kv_insert(key, record)?,
+                codec::Redo::KvDelete(key) => {
+                    self.kv_remove(key)?;
+                }
+                codec::Redo::TombstonePut(key, revision) => self.tombstone_insert(key, revision)?,
+                codec::Redo::TombstoneDelete(key) => self.tombstone_remove(key)?,
+                codec::Redo::HistoryPut(revision, record) => {
+                    self.history_insert(revision, record)?
+                }
+                codec::Redo::HistoryDelete(revision) => self.history_remove(revision)?,
+            }
+        }
+        *meta = after;
+        self.write_meta(after)?;
+        Ok(true)
+    }
+
+    /// The nonce of the write-ahead log records that follow the last durable commit (0 if
+    /// none was ever stored).
+    pub(crate) fn read_wal_nonce(&self) -> Result<u64, Error> {
+        Ok(self
+            .meta
+            .get(WAL_NONCE)
+            .or_backend()?
+            .map_or(0, |value| value.value()))
+    }
+
+    /// Stores the nonce of the log records that will follow this (durable) commit.
+    pub(crate) fn write_wal_nonce(&mut self, nonce: u64) -> Result<(), Error> {
+        self.meta.insert(WAL_NONCE, nonce).or_backend()?;
+        Ok(())
     }
 
     pub(crate) fn read_meta(&self) -> Result<Meta, Error> {
@@ -223,9 +358,7 @@ impl<'t> WriteTables<'t> {
             ));
         }
         let record = codec::encode_events(&events);
-        self.history
-            .insert(revision, record.as_slice())
-            .or_backend()?;
+        self.history_insert(revision, &record)?;
         meta.history_bytes += history_record_bytes(&record);
         meta.revision = revision;
         Ok((
@@ -249,8 +382,8 @@ impl<'t> WriteTables<'t> {
             None => (revision, 1),
         };
         let record = codec::encode_kv(value, create_revision, revision, version);
-        self.kv.insert(key, record.as_slice()).or_backend()?;
-        self.tombstones.remove(key).or_backend()?;
+        self.kv_insert(key, &record)?;
+        self.tombstone_remove(key)?;
         events.push(Event {
             kind: EventKind::Put,
             key: key.to_vec(),
@@ -266,8 +399,8 @@ impl<'t> WriteTables<'t> {
         revision: Revision,
         events: &mut Vec<Event>,
     ) -> Result<(), Error> {
-        if self.kv.remove(key).or_backend()?.is_some() {
-            self.tombstones.insert(key, revision).or_backend()?;
+        if self.kv_remove(key)? {
+            self.tombstone_insert(key, revision)?;
             events.push(Event {
                 kind: EventKind::Delete,
                 key: key.to_vec(),
@@ -320,13 +453,13 @@ impl<'t> WriteTables<'t> {
                 .or_backend()?
                 .map(|value| value.value());
             if current == Some(revision) {
-                self.tombstones.remove(key.as_slice()).or_backend()?;
+                self.tombstone_remove(&key)?;
                 meta.tombstone_floor = meta.tombstone_floor.max(revision);
             }
         }
         let newest_dropped = dropped.last().copied();
         for revision in dropped {
-            self.history.remove(revision).or_backend()?;
+            self.history_remove(revision)?;
         }
         meta.history_bytes = bytes;
         meta.compacted = meta.compacted.max(floor).max(newest_dropped.unwrap_or(0));

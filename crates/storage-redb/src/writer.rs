@@ -1,11 +1,34 @@
-//! The group-commit writer: one dedicated thread that owns every redb write.
+//! The group-commit writer: one dedicated thread that owns every redb write and the
+//! write-ahead log.
 //!
 //! Callers send [`Request`]s over a channel. The thread takes the first waiting request, drains
 //! every other queued one (up to [`MAX_BATCH`]), applies them in arrival order inside one redb
 //! write transaction (each writing request gets its own revision, and each sees the effects of
-//! the earlier ones), compacts history, commits once with immediate durability (one fsync for
-//! the whole group), then publishes each request's batch on the hub in revision order and
-//! answers each caller.
+//! the earlier ones), compacts history, makes the group durable once (one `fdatasync` for the
+//! whole group, see below), then publishes each request's batch on the hub in revision order
+//! and answers each caller.
+//!
+//! Making a group durable: a durable redb commit writes the B-tree pages the group touched
+//! (tens of scattered pages) and syncs them, and holds the writer for all of it; appending one
+//! record to a preallocated log and `fdatasync`-ing it is one sequential write (measured here:
+//! a durable redb commit of a small group 0.29 ms, a logged one 0.19 ms with the non-durable
+//! redb commit included; at 64 concurrent writers 47,000 transactions/s durable, 76,000 logged).
+//! So a group's changes (every `kv`, `tombstones` and `history` change in order, and the final
+//! meta: a redo record, `tables.rs`) are appended to the log ([`Wal`], `wal.rs`) and synced,
+//! and only then committed to redb with `Durability::None`, which redb makes visible to readers
+//! at once but does not sync. Every so often (the log holds [`CHECKPOINT_BYTES`], or has held
+//! records for [`CHECKPOINT_INTERVAL`], at exit, and for a group holding a restore or whose
+//! record does not fit in the log) the group instead commits durably into redb, storing a new
+//! random log nonce in the same commit, and the log starts over at offset 0. The checkpoint is
+//! also what lets redb reuse the pages non-durable commits freed from the durable state.
+//!
+//! Recovery (`lib.rs`, at open): redb opens at its last durable commit; the log's records
+//! written with the nonce that commit stored are replayed in order while each starts at the
+//! revision after the previous one (the first at redb's revision + 1), in one durable commit
+//! that stores a new nonce. A torn or corrupt record ends the replay: it was never synced, so
+//! never acknowledged. Records from before a checkpoint carry the old nonce (and revisions the
+//! durable state already holds), so they are never applied again, and no bytes a user wrote
+//! into a value can pass for a record without the nonce, which never leaves the store.
 //!
 //! Gathering a group: the callers just answered are likely to write again at once (a client
 //! that acquires then releases, creates then destroys), and each sends its next request a
@@ -21,13 +44,18 @@
 //! for.
 //!
 //! Invariants:
-//! - Nothing of a group is visible, published or acknowledged before its commit returns.
-//! - A redb error anywhere in a group fails every request of that group with
-//!   [`Error::Backend`], and the group leaves no trace: the in-memory [`Meta`] only advances
-//!   after a successful commit.
+//! - Nothing of a group is visible, published or acknowledged before its log record is synced
+//!   (or its durable commit returned) and its redb commit returned.
+//! - A redb or log error anywhere in a group fails every request of that group with
+//!   [`Error::Backend`]; the in-memory [`Meta`] only advances after a successful commit. A
+//!   group whose record was synced but whose redb commit failed has its record erased before
+//!   the next group is logged (if erasing fails, every later group fails: a record after it
+//!   would never be replayed). A group failed by the log's own write or sync may still be
+//!   replayed by the next open if the process dies before the next group overwrites it: its
+//!   outcome is unknown, as with any backend error.
 //! - A group in which nothing was written is aborted, not committed: no fsync.
 //! - The thread exits once every sender is dropped and the queue is drained; requests queued
-//!   before that are still served.
+//!   before that are still served, and a checkpoint empties the log.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
@@ -39,7 +67,8 @@ use storage::{Error, Revision, Snapshot, Txn, TxnResult};
 use tokio::sync::oneshot;
 
 use crate::stats::Counters;
-use crate::tables::{Meta, OrBackend, Retention, WriteTables};
+use crate::tables::{self, Meta, OrBackend, Retention, WriteTables};
+use crate::wal::{self, Wal};
 
 /// The most requests one group commit applies.
 pub(crate) const MAX_BATCH: usize = 256;
@@ -54,6 +83,16 @@ pub(crate) enum Request {
         reply: oneshot::Sender<Result<Revision, Error>>,
     },
 }
+
+/// The longest logged groups wait for a checkpoint (a durable redb commit), whatever the size
+/// of the log: redb reuses the pages a non-durable commit frees only after a durable one.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The most bytes of log records between checkpoints: what redb writes between two durable
+/// commits (about as much) is what the file may grow by before it reuses the pages freed
+/// meanwhile, so this bounds the file's growth under churn; a quarter of the log leaves room
+/// for a large group's record.
+const CHECKPOINT_BYTES: u64 = wal::CAPACITY / 4;
 
 /// The longest the writer waits for the callers it just answered: [`LINGER_FRACTION`] of the
 /// last commit's duration, at most this.
@@ -85,6 +124,15 @@ pub(crate) struct Writer {
     pub(crate) meta: Meta,
     pub(crate) retention: Retention,
     pub(crate) stats: Arc<Counters>,
+    /// The write-ahead log, reset (with the nonce in redb) by the last durable commit.
+    pub(crate) wal: Wal,
+    /// When the last durable commit returned.
+    pub(crate) checkpointed_at: Instant,
+    /// Whether a group was committed through the log since then.
+    pub(crate) logged_since_checkpoint: bool,
+    /// Set when the log may hold a record of a group that did not commit (erasing it failed):
+    /// every later group fails, since a record after it would never be replayed.
+    pub(crate) broken: Option<String>,
 }
 
 impl Writer {
@@ -101,7 +149,12 @@ impl Writer {
             if group.is_empty() {
                 match self.requests.recv() {
                     Ok(first) => group.push(first),
-                    Err(_) => return,
+                    Err(_) => {
+                        // Nothing is lost without it (the log replays at the next open); it
+                        // only spares that open the replay.
+                        let _ = self.checkpoint();
+                        return;
+                    }
                 }
             }
             self.drain(&mut group);
@@ -177,15 +230,32 @@ impl Writer {
         started.elapsed()
     }
 
-    /// Applies a group in one write transaction and commits it if it wrote anything.
-    fn apply_group(&self, group: &[Request]) -> Result<(Vec<Outcome>, Vec<Batch>, Meta), Error> {
+    /// Applies a group in one write transaction and, if it wrote anything, makes it durable:
+    /// through the log (one appended record, `fdatasync`, then a non-durable redb commit), or
+    /// as a checkpoint (a durable redb commit that stores a new log nonce, then the log starts
+    /// over) when the group holds a restore, its record does not fit in the log, or a
+    /// checkpoint is due.
+    fn apply_group(
+        &mut self,
+        group: &[Request],
+    ) -> Result<(Vec<Outcome>, Vec<Batch>, Meta), Error> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Backend(format!("the store must be reopened: {why}")));
+        }
         let mut txn = self.db.begin_write().or_backend()?;
-        txn.set_durability(Durability::Immediate).or_backend()?;
+        let restore = group
+            .iter()
+            .any(|request| matches!(request, Request::Restore { .. }));
         let mut meta = self.meta;
         let mut outcomes = Vec::with_capacity(group.len());
         let mut batches = Vec::new();
+        let checkpoint;
+        let redo;
         {
             let mut tables = WriteTables::open(&txn)?;
+            if !restore {
+                tables.record_redo();
+            }
             for request in group {
                 let outcome = match request {
                     Request::Txn { txn, .. } => {
@@ -214,10 +284,74 @@ impl Writer {
             }
             tables.compact(&mut meta, self.retention)?;
             tables.write_meta(meta)?;
+            redo = tables.take_redo(self.meta.revision + 1, meta);
+            checkpoint = match &redo {
+                Some(record) if self.wal.fits(record.len()) && !self.checkpoint_due() => None,
+                _ => {
+                    let nonce = new_nonce();
+                    tables.write_wal_nonce(nonce)?;
+                    Some(nonce)
+                }
+            };
         }
-        txn.commit().or_backend()?;
+        match (checkpoint, redo) {
+            (None, Some(record)) => {
+                let at = self.wal.append(&record)?;
+                txn.set_durability(Durability::None).or_backend()?;
+                if let Err(err) = txn.commit() {
+                    // Not committed: the record must not be replayed.
+                    if let Err(erase) = self.wal.erase(at) {
+                        self.broken = Some(erase.to_string());
+                    }
+                    return Err(tables::backend(err));
+                }
+                self.logged_since_checkpoint = true;
+            }
+            (checkpoint, _) => {
+                txn.set_durability(Durability::Immediate).or_backend()?;
+                txn.commit().or_backend()?;
+                if let Some(nonce) = checkpoint {
+                    self.wal.reset(nonce);
+                }
+                self.checkpointed_at = Instant::now();
+                self.logged_since_checkpoint = false;
+            }
+        }
         Ok((outcomes, batches, meta))
     }
+
+    /// Whether the next group should commit durably: the log holds more than
+    /// [`CHECKPOINT_BYTES`], or it has held records for [`CHECKPOINT_INTERVAL`].
+    fn checkpoint_due(&self) -> bool {
+        self.wal.position() > CHECKPOINT_BYTES
+            || (self.logged_since_checkpoint
+                && self.checkpointed_at.elapsed() >= CHECKPOINT_INTERVAL)
+    }
+
+    /// Makes every logged group durable in redb and starts the log over (at exit, so the next
+    /// open has nothing to replay).
+    fn checkpoint(&mut self) -> Result<(), Error> {
+        if !self.logged_since_checkpoint {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().or_backend()?;
+        let nonce = new_nonce();
+        {
+            let mut tables = WriteTables::open(&txn)?;
+            tables.write_wal_nonce(nonce)?;
+        }
+        txn.commit().or_backend()?;
+        self.wal.reset(nonce);
+        self.checkpointed_at = Instant::now();
+        self.logged_since_checkpoint = false;
+        Ok(())
+    }
+}
+
+/// A fresh log nonce (see `wal.rs`): random, so no byte written under an earlier one can pass
+/// for a record.
+pub(crate) fn new_nonce() -> u64 {
+    rand::random()
 }
 
 #[cfg(test)]
