@@ -16,8 +16,10 @@
 //! after a whole sequence of smaller commands: what followers and a restart may see.
 //!
 //! Invariants: the open segment (the operations after the last cut) is always within the limits
-//! once a command is applied; a failed command is rolled back whole, its cuts included; a unit
-//! larger than a whole transaction fails its command with a clear error.
+//! once a command is applied; a failed command is rolled back whole, its cuts included, or,
+//! when it was applied without a checkpoint (no limits, not careful), the draft is marked
+//! tainted and its owner (the writer) rebuilds it carefully before using it; a unit larger than
+//! a whole transaction fails its command with a clear error.
 
 use std::sync::Arc;
 
@@ -44,6 +46,12 @@ pub(crate) struct Draft {
     bytes: usize,
     /// Whether the command being applied may be cut between its units.
     split: bool,
+    /// Whether every command is applied with a checkpoint to roll back to (see
+    /// [`Draft::apply_command`]); always so when `limits` are bounded.
+    careful: bool,
+    /// Whether a command failed without a checkpoint, leaving whatever it changed before it
+    /// failed: the draft must not be used, only rebuilt (see [`Draft::apply_command`]).
+    tainted: bool,
 }
 
 /// The end of a closed segment: one transaction of its own.
@@ -80,7 +88,25 @@ impl Draft {
             limits,
             bytes: 0,
             split: false,
+            careful: false,
+            tainted: false,
         }
+    }
+
+    /// What one transaction may carry.
+    pub(crate) fn limits(&self) -> TxnLimits {
+        self.limits
+    }
+
+    /// Applies every later command with a checkpoint (a failed one then changes nothing).
+    pub(crate) fn set_careful(&mut self, careful: bool) {
+        self.careful = careful;
+    }
+
+    /// Whether a command failed without a checkpoint: the draft holds part of its changes and
+    /// must be rebuilt from its commands, carefully.
+    pub(crate) fn tainted(&self) -> bool {
+        self.tainted
     }
 
     /// Where the draft stands, to roll a failed command back to.
@@ -160,10 +186,24 @@ impl Draft {
     /// Applies one command (`apply`, which may run up to three times): whole in the open
     /// segment if it fits there; else whole in a segment of its own; else split between its
     /// units. A command that fails is rolled back whole.
+    ///
+    /// Without limits (one segment, nothing to cut) and unless [`Draft::set_careful`] asked
+    /// for it, no checkpoint is taken: a checkpoint shares every node of the persistent maps,
+    /// so each change after it copies its whole path again (for every command: a leaf of
+    /// allocations per placed allocation), where without one a node is copied once per draft.
+    /// A command that fails then marks the draft [`Draft::tainted`] (it may have changed part
+    /// of the state before failing): its owner rebuilds the draft from its commands, carefully.
     pub(crate) fn apply_command<T>(
         &mut self,
         mut apply: impl FnMut(&mut Draft) -> Result<T, Error>,
     ) -> Result<T, Error> {
+        if self.limits.is_unbounded() && !self.careful {
+            let result = apply(self);
+            if result.is_err() {
+                self.tainted = true;
+            }
+            return result;
+        }
         let checkpoint = self.checkpoint();
         let result = apply(self);
         if result.is_err() {

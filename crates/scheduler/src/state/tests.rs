@@ -717,5 +717,78 @@ async fn commands_arriving_while_a_batch_commits_go_together_into_the_next_commi
     runner.shutdown_and_wait().await;
 }
 
+#[tokio::test]
+async fn a_command_failing_after_a_change_in_a_batch_changes_nothing_while_the_others_commit() {
+    let (storage, store, runner) = gated_writer().await;
+    store
+        .apply(Command::UpsertNode(Box::new(node("n1", 1000))))
+        .await
+        .expect("node");
+    store.apply(register(job("web", 1))).await.expect("job");
+    let web = store
+        .snapshot()
+        .job("default", "web")
+        .cloned()
+        .expect("job");
+    store
+        .apply(plan_for(&web, "e1", vec![alloc("a1", "n1", &web, 100)]))
+        .await
+        .expect("plan");
+    let index = store.snapshot().index;
+    storage.hold.send_replace(true);
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("first", 1))).await })
+    };
+    storage.entered.notified().await;
+    // One batch: a registration, a client report whose first update changes the allocation
+    // and whose second fails (not its node), another registration.
+    let update = |node_id: &str| AllocClientUpdate {
+        id: "a1".to_owned(),
+        node_id: node_id.to_owned(),
+        client_status: ALLOC_CLIENT_RUNNING.to_owned(),
+        ..AllocClientUpdate::default()
+    };
+    let before = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("before", 1))).await })
+    };
+    tokio::task::yield_now().await;
+    let failing = {
+        let store = store.clone();
+        let updates = vec![update("n1"), update("elsewhere")];
+        tokio::spawn(async move { store.apply(Command::ClientAllocUpdates(updates)).await })
+    };
+    tokio::task::yield_now().await;
+    let after = {
+        let store = store.clone();
+        tokio::spawn(async move { store.apply(register(job("after", 1))).await })
+    };
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    storage.hold.send_replace(false);
+    first.await.expect("joined").expect("first");
+    let failing = failing.await.expect("joined");
+    assert!(matches!(failing, Err(Error::BadRequest(_))), "{failing:?}");
+    for handle in [before, after] {
+        let applied = handle.await.expect("joined").expect("committed");
+        assert_eq!(applied.index, index + 2, "one commit for the batch");
+    }
+    let snap = store.snapshot();
+    assert_eq!(
+        snap.alloc("a1").map(|alloc| alloc.client_status.clone()),
+        Some(ALLOC_CLIENT_PENDING.to_owned()),
+        "the failed report changed nothing"
+    );
+    assert!(snap.job("default", "before").is_some() && snap.job("default", "after").is_some());
+    let reloaded = StateStore::open(storage.clone()).await.expect("reopen");
+    assert_eq!(reloaded.snapshot().allocs, snap.allocs);
+    assert_eq!(reloaded.snapshot().jobs, snap.jobs);
+    assert_eq!(reloaded.snapshot().evals, snap.evals);
+    runner.shutdown_and_wait().await;
+}
+
 #[path = "split_tests.rs"]
 mod split;

@@ -20,7 +20,10 @@
 //!   applied on top of the failed one, is thrown away and rebuilt from its commands on the
 //!   last committed snapshot before it commits.
 //! - A command that fails changes nothing (its part of the draft is rolled back before the
-//!   next command of the batch runs).
+//!   next command of the batch runs). Without transaction limits commands are applied without
+//!   a checkpoint (see `Draft::apply_command`: a checkpoint makes every later change copy its
+//!   path of the persistent maps again); when one fails, the batch's draft is rebuilt from
+//!   its base with every command so far, each with a checkpoint.
 //! - When the term ends, the commit in flight is finished and answered before the loop
 //!   returns; commands applied to the next draft but not committed, and those still queued,
 //!   are failed with [`Error::ShuttingDown`].
@@ -48,6 +51,8 @@ const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A batch applied to a draft, not yet committed (its commands kept to rebuild it).
 struct Applying {
+    /// The state the batch applies to (to rebuild the draft from).
+    base: Snapshot,
     requests: Vec<Request>,
     draft: draft::Draft,
     results: Vec<Result<Outcome, Error>>,
@@ -214,9 +219,10 @@ impl Applying {
     /// further transaction it needs).
     fn on(store: &StateStore, tip: Snapshot) -> Applying {
         let index = tip.index + 1;
-        let mut draft = draft::Draft::new(tip, store.inner.limits);
+        let mut draft = draft::Draft::new(tip.clone(), store.inner.limits);
         draft.snap.index = index;
         Applying {
+            base: tip,
             requests: Vec::new(),
             draft,
             results: Vec::new(),
@@ -224,7 +230,8 @@ impl Applying {
         }
     }
 
-    /// Applies one more command (rolled back if it fails).
+    /// Applies one more command (rolled back if it fails: when it failed on a draft applied
+    /// without checkpoints, the draft is rebuilt from the batch's commands, carefully).
     fn apply(&mut self, request: Request) {
         let now = crate::clock::now_nanos();
         let command = &request.command;
@@ -234,6 +241,28 @@ impl Applying {
         self.results.push(result);
         self.ends.push(self.draft.cuts.len());
         self.requests.push(request);
+        if self.draft.tainted() {
+            self.replay_carefully();
+        }
+    }
+
+    /// Rebuilds the draft from `base` with every command of the batch, each applied with a
+    /// checkpoint (so the one that failed changes nothing); later commands go without again.
+    fn replay_carefully(&mut self) {
+        let mut draft = draft::Draft::new(self.base.clone(), self.draft.limits());
+        draft.snap.index = self.base.index + 1;
+        draft.set_careful(true);
+        self.results.clear();
+        self.ends.clear();
+        for request in &self.requests {
+            let now = crate::clock::now_nanos();
+            let command = &request.command;
+            self.results
+                .push(draft.apply_command(|draft| fsm::apply(draft, command, now)));
+            self.ends.push(draft.cuts.len());
+        }
+        draft.set_careful(false);
+        self.draft = draft;
     }
 
     /// Applies every command already waiting, up to [`MAX_BATCH`] in the batch.
@@ -261,6 +290,7 @@ impl Applying {
 /// answered at once, with the last committed index.
 fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
     let Applying {
+        base: _,
         requests,
         mut draft,
         results,
@@ -268,6 +298,8 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
     } = applying;
     if draft.capacity_changed && !draft.ops.is_empty() {
         let now = crate::clock::now_nanos();
+        // With a checkpoint: nothing rebuilds the draft after this.
+        draft.set_careful(true);
         if let Err(err) = draft.apply_command(|draft| fsm::unblock_evals(draft, now)) {
             tracing::error!(error = %err, "cannot unblock evaluations");
         }
