@@ -11,7 +11,8 @@
 //!
 //! Where it sits: first extractor of every handler except those listed under
 //! `// Unauthenticated:` in `routes.rs`; reads `store/tokens.rs`, `store/users.rs`,
-//! `store/teams.rs`, `store/memberships.rs` and `store/workspaces.rs`; writes nothing.
+//! `store/teams.rs`, `store/memberships.rs` and `store/workspaces.rs`, through the cache of
+//! resolved callers and organization accesses in `auth_cache.rs`; writes nothing.
 //!
 //! The rules (TFE's, as far as the spec and reference state them):
 //! - A missing, unknown or expired token, or one whose owner is gone, is 401. Anything a
@@ -29,6 +30,7 @@
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
+use crate::auth_cache::Epoch;
 use crate::store::Stored;
 use crate::store::memberships::{MembershipStatus, load_user_membership};
 use crate::store::organizations::{OrganizationRecord, load_organization};
@@ -41,12 +43,11 @@ use crate::{Error, State, ids};
 /// The authenticated caller of a request.
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
-    #[allow(
-        dead_code,
-        reason = "per-user rate limiting and audit read the token that called"
-    )]
     pub(crate) token: TokenRecord,
     pub(crate) subject: Subject,
+    /// The auth cache's epoch this was read at (`auth_cache.rs`): an organization access is
+    /// cached only when it is read at the same one, so it never outlives the caller's records.
+    epoch: Epoch,
 }
 
 /// Whom the token speaks for.
@@ -113,14 +114,31 @@ impl Caller {
     /// The caller a token secret speaks for; `None` when it is unknown, expired, or its owner
     /// is gone.
     pub(crate) async fn resolve(state: &State, secret: &str) -> Result<Option<Caller>, Error> {
+        let cache = state.auth_cache();
+        // Read before the store, so a write landing meanwhile outdates what is stored here.
+        let epoch = cache.epoch();
+        let caller = match cache.caller(secret, epoch) {
+            Some(caller) => Some(caller),
+            None => {
+                let caller = Caller::read(state, secret, epoch).await?;
+                if let Some(caller) = &caller {
+                    cache.put_caller(secret, epoch, caller);
+                }
+                caller
+            }
+        };
+        // Expiry moves with the clock, not the store: checked on every use.
+        let now = state.now_ms();
+        Ok(caller.filter(|caller| caller.token.expired_at_ms.is_none_or(|at| at > now)))
+    }
+
+    /// [`Caller::resolve`] from the store.
+    async fn read(state: &State, secret: &str, epoch: Epoch) -> Result<Option<Caller>, Error> {
         let storage = state.storage();
         let Some(token) = load_token_by_hash(storage, &ids::hash_secret(secret)).await? else {
             return Ok(None);
         };
         let token = token.record;
-        if token.expired_at_ms.is_some_and(|at| at <= state.now_ms()) {
-            return Ok(None);
-        }
         let subject = match &token.owner {
             TokenOwner::User { user_id } => match load_user(storage, user_id).await? {
                 Some(user) => Subject::User(user.record),
@@ -137,7 +155,11 @@ impl Caller {
                 Subject::Organization(organization.clone())
             }
         };
-        Ok(Some(Caller { token, subject }))
+        Ok(Some(Caller {
+            token,
+            subject,
+            epoch,
+        }))
     }
 
     /// The user behind a user token.
@@ -189,6 +211,28 @@ impl Caller {
 
     /// Like [`Caller::organization`], `None` instead of 404.
     pub(crate) async fn try_organization(
+        &self,
+        state: &State,
+        name: &str,
+    ) -> Result<Option<OrgAccess>, Error> {
+        let cache = state.auth_cache();
+        // The caller's own records must be as current as the access read now.
+        let epoch = cache.epoch();
+        if epoch != self.epoch {
+            return self.read_organization(state, name).await;
+        }
+        if let Some(access) = cache.access(&self.token.id, name, epoch) {
+            return Ok(Some(access));
+        }
+        let access = self.read_organization(state, name).await?;
+        if let Some(access) = &access {
+            cache.put_access(&self.token.id, name, epoch, access);
+        }
+        Ok(access)
+    }
+
+    /// [`Caller::try_organization`] from the store.
+    async fn read_organization(
         &self,
         state: &State,
         name: &str,

@@ -43,6 +43,7 @@
 mod admin;
 mod archive;
 mod auth;
+mod auth_cache;
 mod blobs;
 mod bootstrap;
 mod configuration_versions;
@@ -221,6 +222,9 @@ struct Inner {
     /// 409); held only around that read and the commit, never across mail. The
     /// compare-and-swap stays for servers sharing a store.
     counts_locks: stdx::keyed_lock::KeyedLocks,
+    /// Resolved callers and organization accesses (`auth_cache.rs`); `storage` invalidates
+    /// it as it writes.
+    auth_cache: Arc<auth_cache::AuthCache>,
 }
 
 /// What [`State::open`] returns.
@@ -264,7 +268,11 @@ impl State {
                 "sealed platform credentials stored in clear by an older release"
             );
         }
-        let storage: Arc<dyn Storage> = Arc::new(sealed);
+        let auth_cache = Arc::new(auth_cache::AuthCache::default());
+        let storage: Arc<dyn Storage> = Arc::new(auth_cache::Invalidating::new(
+            Arc::new(sealed),
+            Arc::clone(&auth_cache),
+        ));
         let max_upload_bytes = config
             .max_upload_bytes
             .unwrap_or(blobs::DEFAULT_MAX_UPLOAD_BYTES);
@@ -288,6 +296,7 @@ impl State {
                 retention_wake: tokio::sync::Notify::new(),
                 public_registry: public_registry::PublicRegistry::default(),
                 counts_locks: stdx::keyed_lock::KeyedLocks::default(),
+                auth_cache,
             }),
         };
         let bootstrap_token = bootstrap::bootstrap(&state).await?;
@@ -301,6 +310,17 @@ impl State {
 
     pub(crate) fn storage(&self) -> &dyn Storage {
         self.inner.storage.as_ref()
+    }
+
+    pub(crate) fn auth_cache(&self) -> &auth_cache::AuthCache {
+        &self.inner.auth_cache
+    }
+
+    /// Whether the auth cache serves (its watch runs: `start_tasks` started it); for tests
+    /// that must know the cache is in play.
+    #[doc(hidden)]
+    pub fn auth_cache_serves(&self) -> bool {
+        self.inner.auth_cache.serves()
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -368,8 +388,18 @@ impl State {
 }
 
 /// Starts the platform's background loops through `runner` and returns at once: the data
-/// retention loop (`retention.rs`), a leader loop, so one server applies the site's policy.
+/// retention loop (`retention.rs`), a leader loop, so one server applies the site's policy;
+/// and on every server the auth cache's watch (`auth_cache.rs`), without which the cache
+/// serves nothing.
 pub fn start_tasks(state: &State, runner: &cluster::Runner) {
+    runner.local_loop(
+        "platform auth cache",
+        auth_cache::follow(
+            Arc::clone(&state.inner.storage),
+            Arc::clone(&state.inner.auth_cache),
+            runner.shutdown_token(),
+        ),
+    );
     let leading = state.clone();
     runner.leader_loop("platform data retention", move |term| {
         retention::run(leading.clone(), term)

@@ -33,6 +33,8 @@ pub(crate) struct TestPlatform {
     pub(crate) state: State,
     router: Router,
     _blobs: Option<tempfile::TempDir>,
+    /// Stops the platform's background loops when the test platform is dropped.
+    _tasks: tokio_util::sync::DropGuard,
 }
 
 /// An answer, with the body parsed as JSON (`Value::Null` when empty or not JSON).
@@ -135,11 +137,25 @@ impl TestPlatform {
         clock: SharedClock,
     ) -> Result<TestPlatform, platform::Error> {
         let opened = State::open_with_clock(Arc::clone(&storage), config, clock).await?;
+        // As `cairn` runs it: with its background loops, so every test goes through the auth
+        // cache once its watch runs (waited for here).
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let runner = cluster::Runner::embedded(shutdown.clone());
+        platform::start_tasks(&opened.state, &runner);
+        let started = std::time::Instant::now();
+        while !opened.state.auth_cache_serves() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "the auth cache's watch did not start"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
         Ok(TestPlatform {
             router: platform::router(opened.state.clone()),
             state: opened.state,
             storage,
             _blobs: None,
+            _tasks: shutdown.drop_guard(),
         })
     }
 
