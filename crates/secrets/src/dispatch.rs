@@ -158,7 +158,12 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
     if let Some((_, Backend::System, relative)) = &route
         && wrapping::VALIDATED_PATHS.contains(&relative.as_str())
     {
-        wrapping::validate(state, &req.data, req.client_token.as_deref()).await?;
+        Box::pin(wrapping::validate(
+            state,
+            &req.data,
+            req.client_token.as_deref(),
+        ))
+        .await?;
     }
 
     let mut ctx = RequestContext {
@@ -217,22 +222,24 @@ async fn run(state: &State, request: Request, request_id: String) -> Result<Resp
             let methods = acl.mfa_methods(&req.path, engine_request.operation);
             if !methods.is_empty() {
                 let creds = mfa::parse_credentials(mfa_headers.iter().map(String::as_str))?;
-                mfa::enforce(state, token, methods, &creds).await?;
+                Box::pin(mfa::enforce(state, token, methods, &creds)).await?;
             }
         }
         if let Some(token) = &ctx.token
             && token.num_uses > 0
             && !unwraps_itself(&backend, &relative, &req.data, token)
         {
-            state.tokens().use_token(state, token).await?;
+            Box::pin(state.tokens().use_token(state, token)).await?;
         }
     }
 
     let operation = engine_request.operation;
+    // The core backends' futures are boxed (several KB each), so this future stays small: it
+    // is moved into its box on every request, an engine's read included.
     let answer = match &backend {
-        Backend::System => sys::handle(state, &ctx, engine_request).await?,
-        Backend::Token => tokens::handle(state, &ctx, engine_request).await?,
-        Backend::Identity => identity::handle(state, &ctx, engine_request).await?,
+        Backend::System => Box::pin(sys::handle(state, &ctx, engine_request)).await?,
+        Backend::Token => Box::pin(tokens::handle(state, &ctx, engine_request)).await?,
+        Backend::Identity => Box::pin(identity::handle(state, &ctx, engine_request)).await?,
         Backend::Engine(engine) => engine.handle(engine_request).await?,
     };
     respond(
@@ -291,11 +298,17 @@ async fn respond(
         .unwrap_or_default();
     if let Some(auth) = answer.auth.take() {
         if matches!(backend, Backend::Engine(_)) && mount.is_auth() {
-            let entity_id = identity::entity_for_login(state, mount, &auth.alias_name).await?;
-            let token = state
-                .tokens()
-                .create_for_login(state, mount, &auth, Some(entity_id))
-                .await?;
+            // Logins, leases and wrapping are boxed: rare beside a read, and large futures
+            // (see `run`).
+            let entity_id =
+                Box::pin(identity::entity_for_login(state, mount, &auth.alias_name)).await?;
+            let token = Box::pin(state.tokens().create_for_login(
+                state,
+                mount,
+                &auth,
+                Some(entity_id),
+            ))
+            .await?;
             auth_json = tokens::auth_json(&token, state.now_ms());
             if ctx.token.is_none() {
                 display_name = token.display_name.clone();
@@ -315,10 +328,12 @@ async fn respond(
                 "a leased secret was issued on an unauthenticated path".to_owned(),
             )));
         };
-        let (id, ttl) = state
-            .leases()
-            .register(state, mount, &req.path, token, &lease)
-            .await?;
+        let (id, ttl) = Box::pin(
+            state
+                .leases()
+                .register(state, mount, &req.path, token, &lease),
+        )
+        .await?;
         lease_id = id;
         renewable = lease.renewable;
         lease_duration = ttl.as_secs();
@@ -375,7 +390,7 @@ async fn respond(
         wrapped_accessor,
     };
     let text = serde_json::to_string(&envelope).unwrap_or_else(|_| "null".to_owned());
-    let wrapped = wrapping::store_wrapped(state, &request, text).await?;
+    let wrapped = Box::pin(wrapping::store_wrapped(state, &request, text)).await?;
     Ok(json_response(StatusCode::OK, &wrapped))
 }
 
