@@ -1,17 +1,21 @@
 //! The resolved callers and organization accesses of recent requests, so that a token seen
 //! again costs a map lookup instead of the three to six point reads (token, owner,
-//! organization, membership reference, membership, teams) that `auth.rs` otherwise makes.
+//! organization, membership reference, membership, teams) that `auth.rs` otherwise makes; and
+//! the epoch under which `memberships.rs` keeps its rendered plain pages valid without reading
+//! the store.
 //!
 //! Where it sits: [`crate::State`] owns one [`AuthCache`]; `auth.rs` consults it in
 //! `Caller::resolve` and `Caller::try_organization`; every platform write goes through
 //! [`Invalidating`], the state's view of the store; [`follow`] runs as a local loop
 //! (`lib.rs`'s `start_tasks`) and watches the store for writes made elsewhere.
 //!
-//! How it stays right: the cache has an epoch, a counter that moves whenever something a
-//! resolution reads may have changed. A resolution reads the epoch *before* it reads the
-//! store and is stored under that epoch; an entry is used only while the epoch is still the
-//! one it was stored under. So a write that lands while a resolution is reading moves the
-//! epoch past the entry before it is ever used.
+//! How it stays right: the cache has an epoch, a number that moves whenever something a
+//! resolution (or a membership page) reads may have changed. A resolution reads the epoch
+//! *before* it reads the store and is stored under that epoch; an entry is used only while the
+//! epoch is still the one it was stored under. So a write that lands while a resolution is
+//! reading moves the epoch past the entry before it is ever used. Epoch numbers are unique in
+//! the process (one counter for every cache), so an entry of one state's epoch never matches
+//! another's (two states over one store in a test, say).
 //!
 //! Invariants:
 //! - Every transaction this server commits through [`Invalidating`] that touches a key under
@@ -50,8 +54,12 @@ pub(crate) const AUTH_PREFIXES: &[&str] = &[
     "platform/teams/",
     "platform/organizations/",
     "platform/memberships/",
+    "platform/membership-counts/",
     "platform/user-memberships/",
 ];
+
+/// The source of every cache's epoch numbers (see the module docs).
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
 
 /// The most callers (and, separately, organization accesses) kept.
 pub(crate) const MAX_ENTRIES: usize = 10_000;
@@ -77,9 +85,17 @@ pub(crate) struct AuthCache {
     accesses: Mutex<HashMap<(String, String), (u64, OrgAccess)>>,
 }
 
-/// What a resolution reads before it reads the store, and stores its result under.
+/// What a resolution reads before it reads the store, and stores its result under; `None`
+/// (while the watch is not running) matches nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Epoch(Option<u64>);
+
+impl Epoch {
+    /// Whether something stored under `self` is still valid at `now`.
+    pub(crate) fn holds_at(self, now: Epoch) -> bool {
+        self.0.is_some() && self == now
+    }
+}
 
 impl AuthCache {
     /// The current epoch; one that matches nothing while the watch is not running.
@@ -98,7 +114,8 @@ impl AuthCache {
 
     /// Forgets everything cached: something it was read from may have changed.
     pub(crate) fn invalidate(&self) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let next = NEXT_EPOCH.fetch_add(1, Ordering::AcqRel);
+        self.epoch.fetch_max(next, Ordering::AcqRel);
     }
 
     fn set_watching(&self, watching: bool) {

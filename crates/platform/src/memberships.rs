@@ -404,11 +404,18 @@ pub(crate) async fn list_memberships(
     // is cached, keyed by what it shows (see `page_cache`).
     let cache_key = (search.needle.is_none() && search.emails.is_none() && includes.is_empty())
         .then(|| page_cache::Key::new(&access, query.pairs()));
+    // Read before the store: a write after it moves the epoch past what is kept under it.
+    let epoch = state.auth_cache().epoch();
+    if let Some(key) = &cache_key
+        && let Some(json) = page_cache::get_at(key, epoch)
+    {
+        return Ok(JsonApi::ok_json(json));
+    }
     let listed = match (search.needle, search.emails) {
         (None, None) => {
             let counts = load_counts_and_change(state.storage(), &name).await?;
             if let Some(key) = &cache_key
-                && let Some(json) = page_cache::get(key, counts.changed)
+                && let Some(json) = page_cache::get(key, counts.changed, epoch)
             {
                 return Ok(JsonApi::ok_json(json));
             }
@@ -441,13 +448,16 @@ pub(crate) async fn list_memberships(
     };
     let json = bytes::Bytes::from(document.to_json());
     if let (Some(key), Some(changed)) = (cache_key, listed.changed) {
-        page_cache::put(key, changed, json.clone());
+        page_cache::put(key, changed, epoch, json.clone());
     }
     Ok(JsonApi::ok_json(json))
 }
 
 /// Rendered plain pages of membership lists, so a page read again before its list changes
-/// costs the caller's access check and one scan of the count keys.
+/// costs the caller's access check and one scan of the count keys, or nothing from the store
+/// while the auth cache's epoch has not moved since (`auth_cache.rs`: every write to the
+/// memberships or their counts moves it, on this server at once and from others through its
+/// watch).
 ///
 /// Invariants: an entry is keyed by the organization's `external-id` (random per creation,
 /// so neither two organizations nor two stores in one process share a key), the organization
@@ -456,13 +466,17 @@ pub(crate) async fn list_memberships(
 /// and it holds the revision of the list's last change it was rendered at
 /// (`store::memberships::Counts::changed`, which every write that changes what a page shows
 /// moves); a read at another revision is a miss and renders anew. The page is read after
-/// that revision, so an entry is never older than its revision. At most [`MAX_ENTRIES`]
-/// entries are kept (all are dropped when full).
+/// that revision, so an entry is never older than its revision. An entry also holds the auth
+/// cache epoch read before the last read that found it current; while the epoch is still that
+/// one, no write to the memberships or their counts has been made since, and the entry is
+/// served without the count scan. At most [`MAX_ENTRIES`] entries are kept (all are dropped
+/// when full).
 mod page_cache {
     use std::collections::HashMap;
     use std::sync::{LazyLock, Mutex, PoisonError};
 
     use crate::auth::OrgAccess;
+    use crate::auth_cache::Epoch;
 
     /// The most rendered pages kept (a page of 100 memberships is ~40 KB).
     pub(super) const MAX_ENTRIES: usize = 512;
@@ -484,25 +498,53 @@ mod page_cache {
         }
     }
 
-    static PAGES: LazyLock<Mutex<HashMap<Key, (storage::Revision, bytes::Bytes)>>> =
-        LazyLock::new(Mutex::default);
+    #[derive(Debug)]
+    struct Entry {
+        /// The list's last change the page was rendered at.
+        changed: storage::Revision,
+        /// The epoch read before the last read that found the page current.
+        epoch: Epoch,
+        json: bytes::Bytes,
+    }
 
-    /// The page rendered for `key` at the list's last change `changed`, if kept.
-    pub(super) fn get(key: &Key, changed: storage::Revision) -> Option<bytes::Bytes> {
+    static PAGES: LazyLock<Mutex<HashMap<Key, Entry>>> = LazyLock::new(Mutex::default);
+
+    /// The page kept for `key` if nothing it shows can have changed since: the epoch is the
+    /// one it was last found current under.
+    pub(super) fn get_at(key: &Key, epoch: Epoch) -> Option<bytes::Bytes> {
         let pages = PAGES.lock().unwrap_or_else(PoisonError::into_inner);
         pages
             .get(key)
-            .filter(|(at, _)| *at == changed)
-            .map(|(_, json)| json.clone())
+            .filter(|entry| entry.epoch.holds_at(epoch))
+            .map(|entry| entry.json.clone())
     }
 
-    /// Keeps `json`, the page of `key` rendered at the list's last change `changed`.
-    pub(super) fn put(key: Key, changed: storage::Revision, json: bytes::Bytes) {
+    /// The page rendered for `key` at the list's last change `changed`, if kept; it is then
+    /// current under `epoch` (read before `changed` was).
+    pub(super) fn get(key: &Key, changed: storage::Revision, epoch: Epoch) -> Option<bytes::Bytes> {
+        let mut pages = PAGES.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = pages
+            .get_mut(key)
+            .filter(|entry| entry.changed == changed)?;
+        entry.epoch = epoch;
+        Some(entry.json.clone())
+    }
+
+    /// Keeps `json`, the page of `key` rendered at the list's last change `changed`, read
+    /// after `epoch` was.
+    pub(super) fn put(key: Key, changed: storage::Revision, epoch: Epoch, json: bytes::Bytes) {
         let mut pages = PAGES.lock().unwrap_or_else(PoisonError::into_inner);
         if pages.len() >= MAX_ENTRIES && !pages.contains_key(&key) {
             pages.clear();
         }
-        pages.insert(key, (changed, json));
+        pages.insert(
+            key,
+            Entry {
+                changed,
+                epoch,
+                json,
+            },
+        );
     }
 }
 
