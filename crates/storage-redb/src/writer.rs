@@ -296,8 +296,10 @@ impl Writer {
         }
         match (checkpoint, redo) {
             (None, Some(record)) => {
-                let at = self.wal.append(&record)?;
+                // Everything that can fail before the commit comes before the append: a synced
+                // record must either be committed or erased.
                 txn.set_durability(Durability::None).or_backend()?;
+                let at = self.wal.append(&record)?;
                 if let Err(err) = txn.commit() {
                     // Not committed: the record must not be replayed.
                     if let Err(erase) = self.wal.erase(at) {
