@@ -9,7 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use storage::StorageExt;
-use support::{ROOT, TestPlatform};
+use support::{Member, ROOT, TestPlatform};
+
+/// Organization `acme` with member `alice` (in team `devs`, no organization access).
+async fn alice_in_acme(platform: &TestPlatform) -> Member {
+    platform.create_org("acme").await;
+    let devs = platform.create_team("acme", "devs", json!({})).await;
+    platform.member("acme", "alice", &[&devs]).await
+}
 
 fn page(organization: &str) -> String {
     format!("/api/v2/organizations/{organization}/organization-memberships")
@@ -18,9 +25,7 @@ fn page(organization: &str) -> String {
 #[tokio::test]
 async fn a_repeated_page_reads_nothing_from_the_store() {
     let (platform, counting) = TestPlatform::counting().await;
-    platform.create_org("acme").await;
-    let devs = platform.create_team("acme", "devs", json!({})).await;
-    let member = platform.member("acme", "alice", &[&devs]).await;
+    let member = alice_in_acme(&platform).await;
     for token in [ROOT, member.token.as_str()] {
         platform.get(&page("acme"), token).await.expect(200);
         counting.reset();
@@ -33,9 +38,7 @@ async fn a_repeated_page_reads_nothing_from_the_store() {
 #[tokio::test]
 async fn a_token_deleted_here_is_refused_at_once_after_being_cached() {
     let platform = TestPlatform::new().await;
-    platform.create_org("acme").await;
-    let devs = platform.create_team("acme", "devs", json!({})).await;
-    let member = platform.member("acme", "alice", &[&devs]).await;
+    let member = alice_in_acme(&platform).await;
     platform.get(&page("acme"), &member.token).await.expect(200);
     platform.get(&page("acme"), &member.token).await.expect(200);
     let tokens = platform
@@ -59,9 +62,7 @@ async fn a_token_deleted_here_is_refused_at_once_after_being_cached() {
 #[tokio::test]
 async fn a_member_removed_here_loses_the_organization_at_once() {
     let platform = TestPlatform::new().await;
-    platform.create_org("acme").await;
-    let devs = platform.create_team("acme", "devs", json!({})).await;
-    let member = platform.member("acme", "alice", &[&devs]).await;
+    let member = alice_in_acme(&platform).await;
     platform.get(&page("acme"), &member.token).await.expect(200);
     platform
         .delete(
@@ -104,9 +105,7 @@ async fn a_team_given_access_here_grants_it_at_once() {
 #[tokio::test]
 async fn a_token_deleted_by_another_server_is_refused_once_the_watch_delivers_it() {
     let platform = TestPlatform::new().await;
-    platform.create_org("acme").await;
-    let devs = platform.create_team("acme", "devs", json!({})).await;
-    let member = platform.member("acme", "alice", &[&devs]).await;
+    let member = alice_in_acme(&platform).await;
     platform.get(&page("acme"), &member.token).await.expect(200);
     platform.get(&page("acme"), &member.token).await.expect(200);
     // Another server's write: straight to the shared store, not through this platform.
