@@ -4,10 +4,12 @@
 //! the epoch under which `memberships.rs` keeps its rendered plain pages valid without reading
 //! the store.
 //!
-//! Where it sits: [`crate::State`] owns one [`AuthCache`]; `auth.rs` consults it in
-//! `Caller::resolve` and `Caller::try_organization`; every platform write goes through
-//! [`Invalidating`], the state's view of the store; [`follow`] runs as a local loop
-//! (`lib.rs`'s `start_tasks`) and watches the store for writes made elsewhere.
+//! Where it sits: [`crate::State`] owns one [`AuthCache`] of `auth.rs`'s `Caller` and
+//! `OrgAccess` (generic here, so this file imports nothing of `auth.rs`, which consults it in
+//! `Caller::resolve` and `Caller::try_organization`); every platform write goes through
+//! [`Invalidating`], the state's view of the store, which moves the cache's [`Epochs`];
+//! [`follow`] runs as a local loop (`lib.rs`'s `start_tasks`) and watches the store for writes
+//! made elsewhere.
 //!
 //! How it stays right: the cache has an epoch, a number that moves whenever something a
 //! resolution (or a membership page) reads may have changed. A resolution reads the epoch
@@ -44,8 +46,6 @@ use storage::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Caller, OrgAccess};
-
 /// The key families a caller's resolution or an organization access reads (see
 /// `store/mod.rs` for the layout).
 pub(crate) const AUTH_PREFIXES: &[&str] = &[
@@ -74,15 +74,23 @@ fn invalidates(key: &[u8]) -> bool {
         .any(|prefix| key.starts_with(prefix.as_bytes()))
 }
 
+/// The epoch: moved by [`Invalidating`] and [`follow`], read by every cache under it.
 #[derive(Debug, Default)]
-pub(crate) struct AuthCache {
+pub(crate) struct Epochs {
     epoch: AtomicU64,
     /// Whether [`follow`] is watching the store (writes by others would be missed otherwise).
     watching: AtomicBool,
+}
+
+/// Resolved callers `C` and organization accesses `A` (`auth.rs`'s `Caller` and `OrgAccess`;
+/// generic so that this file needs nothing from `auth.rs`), kept under [`Epochs`].
+#[derive(Debug)]
+pub(crate) struct AuthCache<C, A> {
+    epochs: Arc<Epochs>,
     /// By token secret.
-    callers: Mutex<HashMap<String, (u64, Caller)>>,
+    callers: Mutex<HashMap<String, (u64, C)>>,
     /// By token id and organization name.
-    accesses: Mutex<HashMap<(String, String), (u64, OrgAccess)>>,
+    accesses: Mutex<HashMap<(String, String), (u64, A)>>,
 }
 
 /// What a resolution reads before it reads the store, and stores its result under; `None`
@@ -97,7 +105,7 @@ impl Epoch {
     }
 }
 
-impl AuthCache {
+impl Epochs {
     /// The current epoch; one that matches nothing while the watch is not running.
     pub(crate) fn epoch(&self) -> Epoch {
         if self.watching.load(Ordering::Acquire) {
@@ -122,8 +130,28 @@ impl AuthCache {
         self.watching.store(watching, Ordering::Release);
         self.invalidate();
     }
+}
 
-    pub(crate) fn caller(&self, secret: &str, epoch: Epoch) -> Option<Caller> {
+impl<C: Clone, A: Clone> AuthCache<C, A> {
+    pub(crate) fn new(epochs: Arc<Epochs>) -> AuthCache<C, A> {
+        AuthCache {
+            epochs,
+            callers: Mutex::default(),
+            accesses: Mutex::default(),
+        }
+    }
+
+    /// The epoch everything here is kept under.
+    pub(crate) fn epochs(&self) -> &Arc<Epochs> {
+        &self.epochs
+    }
+
+    /// [`Epochs::epoch`].
+    pub(crate) fn epoch(&self) -> Epoch {
+        self.epochs.epoch()
+    }
+
+    pub(crate) fn caller(&self, secret: &str, epoch: Epoch) -> Option<C> {
         let Epoch(Some(epoch)) = epoch else {
             return None;
         };
@@ -134,7 +162,7 @@ impl AuthCache {
         }
     }
 
-    pub(crate) fn put_caller(&self, secret: &str, epoch: Epoch, caller: &Caller) {
+    pub(crate) fn put_caller(&self, secret: &str, epoch: Epoch, caller: &C) {
         let Epoch(Some(epoch)) = epoch else {
             return;
         };
@@ -145,12 +173,7 @@ impl AuthCache {
         callers.insert(secret.to_owned(), (epoch, caller.clone()));
     }
 
-    pub(crate) fn access(
-        &self,
-        token_id: &str,
-        organization: &str,
-        epoch: Epoch,
-    ) -> Option<OrgAccess> {
+    pub(crate) fn access(&self, token_id: &str, organization: &str, epoch: Epoch) -> Option<A> {
         let Epoch(Some(epoch)) = epoch else {
             return None;
         };
@@ -162,13 +185,7 @@ impl AuthCache {
         }
     }
 
-    pub(crate) fn put_access(
-        &self,
-        token_id: &str,
-        organization: &str,
-        epoch: Epoch,
-        access: &OrgAccess,
-    ) {
+    pub(crate) fn put_access(&self, token_id: &str, organization: &str, epoch: Epoch, access: &A) {
         let Epoch(Some(epoch)) = epoch else {
             return;
         };
@@ -186,12 +203,12 @@ impl AuthCache {
 #[derive(Debug)]
 pub(crate) struct Invalidating {
     inner: Arc<dyn Storage>,
-    cache: Arc<AuthCache>,
+    epochs: Arc<Epochs>,
 }
 
 impl Invalidating {
-    pub(crate) fn new(inner: Arc<dyn Storage>, cache: Arc<AuthCache>) -> Invalidating {
-        Invalidating { inner, cache }
+    pub(crate) fn new(inner: Arc<dyn Storage>, epochs: Arc<Epochs>) -> Invalidating {
+        Invalidating { inner, epochs }
     }
 }
 
@@ -224,7 +241,7 @@ impl Storage for Invalidating {
         let result = self.inner.txn(txn).await;
         // Also after an error: a backend may fail after committing (a lost answer).
         if touches {
-            self.cache.invalidate();
+            self.epochs.invalidate();
         }
         result
     }
@@ -247,7 +264,7 @@ impl Storage for Invalidating {
 
     async fn restore(&self, snapshot: &Snapshot) -> storage::Result<Revision> {
         let result = self.inner.restore(snapshot).await;
-        self.cache.invalidate();
+        self.epochs.invalidate();
         result
     }
 
@@ -265,7 +282,7 @@ impl Storage for Invalidating {
 /// The cache serves only while a watch runs.
 pub(crate) async fn follow(
     storage: Arc<dyn Storage>,
-    cache: Arc<AuthCache>,
+    epochs: Arc<Epochs>,
     shutdown: CancellationToken,
 ) {
     let range = KeyRange::prefix(crate::store::PREFIX);
@@ -278,17 +295,17 @@ pub(crate) async fn follow(
             Ok(mut events) => {
                 // Anything written before the watch began was already covered by the epoch
                 // moving when `watching` turned on.
-                cache.set_watching(true);
+                epochs.set_watching(true);
                 loop {
                     tokio::select! {
                         () = shutdown.cancelled() => {
-                            cache.set_watching(false);
+                            epochs.set_watching(false);
                             return;
                         }
                         event = events.next() => match event {
                             Some(Ok(event)) => {
                                 if invalidates(&event.key) {
-                                    cache.invalidate();
+                                    epochs.invalidate();
                                 }
                             }
                             Some(Err(err)) => {
@@ -299,7 +316,7 @@ pub(crate) async fn follow(
                         },
                     }
                 }
-                cache.set_watching(false);
+                epochs.set_watching(false);
             }
             Err(err) => {
                 tracing::debug!(error = %err, "the auth cache cannot watch the store; retrying");
@@ -345,7 +362,7 @@ mod tests {
 
     #[test]
     fn nothing_is_served_while_the_watch_is_not_running() {
-        let cache = AuthCache::default();
+        let cache = Epochs::default();
         assert_eq!(cache.epoch(), Epoch(None));
         cache.set_watching(true);
         assert!(cache.epoch().0.is_some());

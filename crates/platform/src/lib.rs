@@ -224,7 +224,7 @@ struct Inner {
     counts_locks: stdx::keyed_lock::KeyedLocks,
     /// Resolved callers and organization accesses (`auth_cache.rs`); `storage` invalidates
     /// it as it writes.
-    auth_cache: Arc<auth_cache::AuthCache>,
+    auth_cache: auth_cache::AuthCache<auth::Caller, auth::OrgAccess>,
 }
 
 /// What [`State::open`] returns.
@@ -268,10 +268,10 @@ impl State {
                 "sealed platform credentials stored in clear by an older release"
             );
         }
-        let auth_cache = Arc::new(auth_cache::AuthCache::default());
+        let auth_cache = auth_cache::AuthCache::new(Arc::default());
         let storage: Arc<dyn Storage> = Arc::new(auth_cache::Invalidating::new(
             Arc::new(sealed),
-            Arc::clone(&auth_cache),
+            Arc::clone(auth_cache.epochs()),
         ));
         let max_upload_bytes = config
             .max_upload_bytes
@@ -312,7 +312,7 @@ impl State {
         self.inner.storage.as_ref()
     }
 
-    pub(crate) fn auth_cache(&self) -> &auth_cache::AuthCache {
+    pub(crate) fn auth_cache(&self) -> &auth_cache::AuthCache<auth::Caller, auth::OrgAccess> {
         &self.inner.auth_cache
     }
 
@@ -320,7 +320,7 @@ impl State {
     /// that must know the cache is in play.
     #[doc(hidden)]
     pub fn auth_cache_serves(&self) -> bool {
-        self.inner.auth_cache.serves()
+        self.inner.auth_cache.epochs().serves()
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -396,7 +396,7 @@ pub fn start_tasks(state: &State, runner: &cluster::Runner) {
         "platform auth cache",
         auth_cache::follow(
             Arc::clone(&state.inner.storage),
-            Arc::clone(&state.inner.auth_cache),
+            Arc::clone(state.inner.auth_cache.epochs()),
             runner.shutdown_token(),
         ),
     );
