@@ -144,6 +144,16 @@ async fn a_restart_keeps_the_allocation_emits_upstream_events_and_skips_the_poli
         .send("PUT", &path, Some(&json!({ "TaskName": "t" })))
         .await;
     assert_eq!(status, 200);
+    // A restart answers once the old process is gone; the next one waits for the new one
+    // (an `AllTasks` restart skips a task that is not running, as it was mid-restart here on
+    // a loaded host and the third restart never came).
+    cluster
+        .poll("the second restart's events", || async {
+            let events = cluster.wait_events(&alloc_id, "t", &tail).await;
+            (events[events.len() - 4]["RestartReason"] == "User requested task to restart")
+                .then_some(())
+        })
+        .await;
     let (status, _) = cluster
         .send("PUT", &path, Some(&json!({ "AllTasks": true })))
         .await;
