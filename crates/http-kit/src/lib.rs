@@ -24,6 +24,8 @@
 //! - [`metrics`]: the process's metrics registry ([`metrics::Metrics`]), the request figures
 //!   [`layers`] records into it, and the Prometheus text format and JSON summary every
 //!   metrics endpoint answers with.
+//! - [`json`]: compact JSON text of `serde_json` values, byte-identical to `serde_json`'s,
+//!   with a faster string escape, for responses built by hand on hot paths.
 //! - [`blocking`]: Consul/Nomad-style `?index=N&wait=5m` long polls, built on `Storage::watch`
 //!   (or on a `tokio::sync::watch` of in-memory state).
 //!
@@ -44,6 +46,7 @@ pub mod blocking;
 mod error;
 mod extract;
 mod headers;
+pub mod json;
 mod keep_alive;
 mod layers;
 mod logging;

@@ -884,6 +884,7 @@ mod manager_tests {
             .lookup(&state, "root")
             .await
             .unwrap()
+            .map(std::sync::Arc::unwrap_or_clone)
             .unwrap();
         Fixture {
             state,

@@ -55,7 +55,7 @@ pub(crate) struct RequestContext {
     pub(crate) client_token: Option<String>,
     /// The token's entry, when the token is valid (`None` on unauthenticated paths called
     /// without a valid token).
-    pub(crate) token: Option<TokenEntry>,
+    pub(crate) token: Option<Arc<TokenEntry>>,
     /// The ACL built from the token's policies (`None` exactly when `token` is `None`).
     pub(crate) acl: Option<Arc<Acl>>,
     /// The wrap TTL the request asked for (`None`: no wrap TTL header).

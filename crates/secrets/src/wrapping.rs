@@ -112,7 +112,7 @@ pub(crate) async fn validate(
 ) -> Result<TokenEntry, Error> {
     let (token, _) = token_argument(data, client_token)?;
     match state.tokens().lookup(state, &token).await? {
-        Some(entry) if entry.is_wrapping() => Ok(entry),
+        Some(entry) if entry.is_wrapping() => Ok(std::sync::Arc::unwrap_or_clone(entry)),
         _ => Err(Error::InvalidWrappingToken),
     }
 }

@@ -19,7 +19,7 @@
 //! Invariant: an `Acl` is immutable once built and cheap to clone (one `Arc`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use secrets_sdk::{Data, Operation};
@@ -36,6 +36,47 @@ use crate::Error;
 pub(crate) struct TemplateIdentity {
     pub(crate) entity_id: String,
     pub(crate) entity_name: String,
+}
+
+/// A token's ACL, kept on its cached entry (`tokens::TokenEntry::acl_memo`) with the policy
+/// store's generation it was built at, so that a request with a known token finds its ACL
+/// without hashing its policy names into the store's ACL cache. A memo of another generation
+/// is stale and rebuilt ([`super::PolicyStore::acl_for_token`]).
+///
+/// A clone is empty (a copy of an entry may be changed and must build its own), and memos
+/// compare equal (entries compare by their stored fields).
+#[derive(Debug, Default)]
+pub(crate) struct AclMemo(std::sync::Mutex<Option<(u64, Acl)>>);
+
+impl AclMemo {
+    pub(crate) fn get(&self, generation: u64) -> Option<Acl> {
+        let memo = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        memo.as_ref()
+            .filter(|(built_at, _)| *built_at == generation)
+            .map(|(_, acl)| acl.clone())
+    }
+
+    pub(crate) fn set(&self, generation: u64, acl: &Acl) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((generation, acl.clone()));
+    }
+}
+
+impl Clone for AclMemo {
+    fn clone(&self) -> AclMemo {
+        AclMemo::default()
+    }
+}
+
+impl PartialEq for AclMemo {
+    fn eq(&self, _: &AclMemo) -> bool {
+        true
+    }
 }
 
 /// A merged, immutable set of policies.
@@ -57,12 +98,13 @@ struct Inner {
 impl Acl {
     /// The `root` policy's ACL: everything allowed.
     pub(crate) fn root() -> Acl {
-        Acl {
+        static ROOT: LazyLock<Acl> = LazyLock::new(|| Acl {
             inner: Arc::new(Inner {
                 root: true,
                 ..Inner::default()
             }),
-        }
+        });
+        ROOT.clone()
     }
 
     /// Builds an ACL from parsed policies. Templated paths are resolved against `identity`;
@@ -142,11 +184,8 @@ impl Acl {
         needs_sudo: bool,
         wrap_ttl: Option<Duration>,
     ) -> Result<(), Error> {
-        if self.allows_wrapped(path, operation, data, needs_sudo, wrap_ttl) {
-            Ok(())
-        } else {
-            Err(Error::PermissionDenied)
-        }
+        self.authorize(path, operation, data, needs_sudo, wrap_ttl)
+            .map(|_| ())
     }
 
     /// [`Acl::check`] as a boolean.
@@ -169,37 +208,33 @@ impl Acl {
         needs_sudo: bool,
         wrap_ttl: Option<Duration>,
     ) -> bool {
+        self.authorize(path, operation, data, needs_sudo, wrap_ttl)
+            .is_ok()
+    }
+
+    /// [`Acl::check_wrapped`] and [`Acl::mfa_methods`] with one rule lookup, as dispatch asks
+    /// them of every request: the MFA methods of the rule that allowed the request (empty for
+    /// root), or `permission denied`.
+    pub(crate) fn authorize(
+        &self,
+        path: &str,
+        operation: Operation,
+        data: &Data,
+        needs_sudo: bool,
+        wrap_ttl: Option<Duration>,
+    ) -> Result<&[String], Error> {
         if self.inner.root {
-            return true;
+            return Ok(&[]);
         }
         let Some(permissions) = self.find(path, operation == Operation::List) else {
-            return false;
+            return Err(Error::PermissionDenied);
         };
-        let caps = permissions.capabilities;
-        if needs_sudo && caps & SUDO == 0 {
-            return false;
+        if permits(permissions, operation, data, needs_sudo, wrap_ttl) {
+            // A `deny` rule permits nothing, so this rule is not one.
+            Ok(&permissions.mfa_methods)
+        } else {
+            Err(Error::PermissionDenied)
         }
-        let needed = match operation {
-            Operation::Read => READ,
-            Operation::List => LIST,
-            Operation::Create => CREATE,
-            Operation::Update => UPDATE,
-            Operation::Patch => PATCH,
-            Operation::Delete => DELETE,
-        };
-        if caps & needed == 0 {
-            return false;
-        }
-        if !wrapping_allowed(permissions, wrap_ttl) {
-            return false;
-        }
-        if matches!(
-            operation,
-            Operation::Read | Operation::Create | Operation::Update | Operation::Patch
-        ) {
-            return parameters_allowed(permissions, data);
-        }
-        true
     }
 
     /// The MFA methods (`mfa_methods`) the rule governing `path` requires, in policy order,
@@ -276,7 +311,8 @@ impl Acl {
             path: prefix.as_str(),
             perms,
         });
-        let parts: Vec<&str> = path.split('/').collect();
+        // The path's segments, split once and only if some pattern's literal start matches.
+        let mut parts: Option<Vec<&str>> = None;
         'patterns: for (full, perms) in &self.inner.segment {
             if full.is_empty() {
                 continue;
@@ -286,20 +322,25 @@ impl Acl {
                 Some(stripped) => (stripped, true),
                 None => (full.as_str(), false),
             };
-            let pattern_parts: Vec<&str> = current.split('/').collect();
-            if parts.len() < pattern_parts.len() {
+            // Every segment before the first `+` must match literally (the last one as a
+            // prefix at most), so a matching path starts with the pattern's text up to it.
+            if !path.starts_with(&current[..first_wildcard.min(current.len())]) {
                 continue;
             }
-            if !is_prefix && parts.len() != pattern_parts.len() {
+            let parts = parts.get_or_insert_with(|| path.split('/').collect());
+            let pattern_len = current.split('/').count();
+            if parts.len() < pattern_len {
+                continue;
+            }
+            if !is_prefix && parts.len() != pattern_len {
                 continue;
             }
             let mut wildcards = 0;
-            for (i, part) in pattern_parts.iter().enumerate() {
-                let last = i == pattern_parts.len() - 1;
-                if *part == "+" {
+            for (i, part) in current.split('/').enumerate() {
+                let last = i == pattern_len - 1;
+                if part == "+" {
                     wildcards += 1;
-                } else if !(*part == parts[i] || (is_prefix && last && parts[i].starts_with(part)))
-                {
+                } else if !(part == parts[i] || (is_prefix && last && parts[i].starts_with(part))) {
                     continue 'patterns;
                 }
             }
@@ -316,6 +357,42 @@ impl Acl {
         }
         best.map(|c| c.perms)
     }
+}
+
+/// Whether `permissions` (the rule governing the path) allow `operation` with this data,
+/// sudo need and wrap TTL: Vault's capability, wrapping and parameter checks.
+fn permits(
+    permissions: &Permissions,
+    operation: Operation,
+    data: &Data,
+    needs_sudo: bool,
+    wrap_ttl: Option<Duration>,
+) -> bool {
+    let caps = permissions.capabilities;
+    if needs_sudo && caps & SUDO == 0 {
+        return false;
+    }
+    let needed = match operation {
+        Operation::Read => READ,
+        Operation::List => LIST,
+        Operation::Create => CREATE,
+        Operation::Update => UPDATE,
+        Operation::Patch => PATCH,
+        Operation::Delete => DELETE,
+    };
+    if caps & needed == 0 {
+        return false;
+    }
+    if !wrapping_allowed(permissions, wrap_ttl) {
+        return false;
+    }
+    if matches!(
+        operation,
+        Operation::Read | Operation::Create | Operation::Update | Operation::Patch
+    ) {
+        return parameters_allowed(permissions, data);
+    }
+    true
 }
 
 /// Vault's wrapping bounds: a bound set on the rule needs a wrapped request whose TTL is within

@@ -29,7 +29,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use acl::{Acl, TemplateIdentity};
+pub(crate) use acl::{Acl, AclMemo, TemplateIdentity};
 pub(crate) use names::RESPONSE_WRAPPING_POLICY;
 
 use crate::{Error, State};
@@ -264,6 +264,14 @@ impl PolicyStore {
         Ok(self.acl_cached(policies, identity))
     }
 
+    /// The generation of the policies in memory: moved by every change to them.
+    fn generation(&self) -> u64 {
+        self.cache
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation
+    }
+
     fn acl_cached(&self, policies: &[String], identity: Option<&TemplateIdentity>) -> Acl {
         if policies.iter().any(|p| p == "root") {
             return Acl::root();
@@ -465,7 +473,14 @@ impl PolicyStore {
         token: &crate::tokens::TokenEntry,
     ) -> Result<Acl, Error> {
         let Some(entity_id) = token.entity_id.as_deref().filter(|id| !id.is_empty()) else {
-            return self.acl(state, &token.policies).await;
+            // Read before building: the memo is never newer than the ACL it keeps.
+            let generation = self.generation();
+            if let Some(acl) = token.acl_memo.get(generation) {
+                return Ok(acl);
+            }
+            let acl = self.acl(state, &token.policies).await?;
+            token.acl_memo.set(generation, &acl);
+            return Ok(acl);
         };
         let entity = read_entity(state, entity_id).await?;
         let Some(entity) = entity.filter(|e| !e.disabled) else {

@@ -38,7 +38,7 @@ pub(crate) async fn handle(
     }
     let token = match kind.as_str() {
         "capabilities-self" => match &ctx.token {
-            Some(token) => token.clone(),
+            Some(token) => TokenEntry::clone(token),
             None => return Err(Error::InvalidParameter("missing token".to_owned())),
         },
         "capabilities-accessor" => {
@@ -61,6 +61,7 @@ pub(crate) async fn handle(
                 .tokens()
                 .lookup(state, &id)
                 .await?
+                .map(std::sync::Arc::unwrap_or_clone)
                 .ok_or_else(|| Error::InvalidParameter("invalid token".to_owned()))?
         }
     };

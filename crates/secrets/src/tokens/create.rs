@@ -317,6 +317,8 @@ impl TokenStore {
                 _ => None,
             },
             token_type: "service".to_owned(),
+            hash_memo: super::HashMemo::default(),
+            acl_memo: crate::policy::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
         Ok((entry, warnings))
@@ -355,6 +357,8 @@ impl TokenStore {
             last_renewal: None,
             role: None,
             token_type: "service".to_owned(),
+            hash_memo: super::HashMemo::default(),
+            acl_memo: crate::policy::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
         Ok(entry)
@@ -420,6 +424,8 @@ impl TokenStore {
             last_renewal: None,
             role: None,
             token_type: "service".to_owned(),
+            hash_memo: super::HashMemo::default(),
+            acl_memo: crate::policy::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
         Ok(entry)

@@ -9,6 +9,7 @@
 //! considers live; `revoke-orphan` and `accessors` need root or sudo (checked here as well as by
 //! dispatch); unknown tokens on `revoke` are a no-op (204), as Vault.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use secrets_sdk::{Data, Operation, Request, Response, fields};
@@ -27,7 +28,7 @@ fn bad(msg: impl Into<String>) -> Error {
 
 /// Whether the caller holds root, or `sudo` on `auth/token/<path>`.
 fn has_sudo(ctx: &RequestContext, path: &str, data: &Data) -> bool {
-    if ctx.token.as_ref().is_some_and(TokenEntry::is_root) {
+    if ctx.token.as_deref().is_some_and(TokenEntry::is_root) {
         return true;
     }
     ctx.acl.as_ref().is_some_and(|acl| {
@@ -36,7 +37,7 @@ fn has_sudo(ctx: &RequestContext, path: &str, data: &Data) -> bool {
 }
 
 fn caller(ctx: &RequestContext) -> Result<&TokenEntry, Error> {
-    ctx.token.as_ref().ok_or(Error::PermissionDenied)
+    ctx.token.as_deref().ok_or(Error::PermissionDenied)
 }
 
 /// Serves `auth/token/*`.
@@ -85,7 +86,7 @@ pub(crate) async fn handle(
                 .lookup(state, &token)
                 .await?
                 .ok_or_else(|| bad("invalid token"))?;
-            renew(state, entry, data).await
+            renew(state, Arc::unwrap_or_clone(entry), data).await
         }
         ("renew-self", "", _) if write => renew(state, caller(ctx)?.clone(), data).await,
         ("renew-accessor", acc, _) if write => {
@@ -238,6 +239,7 @@ async fn lookup(
             .tokens()
             .lookup(state, &token)
             .await?
+            .map(Arc::unwrap_or_clone)
             .ok_or_else(|| Error::Forbidden("bad token".to_owned()))?,
         None => {
             // Re-read: dispatch may have just counted a use.

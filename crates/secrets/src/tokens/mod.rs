@@ -21,13 +21,14 @@
 //! 768h system max, measured from creation; periodic tokens have no system cap); `policies`
 //! are sanitized (lower-case, sorted, deduplicated; `root` alone when present).
 
+mod cache;
 mod create;
 mod handlers;
 mod roles;
 pub(crate) mod store;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -75,11 +76,67 @@ pub(crate) struct TokenEntry {
     pub(crate) role: Option<String>,
     /// `service` (batch tokens are not supported yet).
     pub(crate) token_type: String,
+    /// The SHA-256 of `id`, once computed (never stored).
+    #[serde(skip)]
+    pub(crate) hash_memo: HashMemo,
+    /// The ACL of `policies`, once built for a request (never stored; see `AclMemo`).
+    #[serde(skip)]
+    pub(crate) acl_memo: crate::policy::AclMemo,
+}
+
+/// A token entry's memoized hash. Always equal to any other: it is derived from the id, so
+/// two entries compare by their stored fields only.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HashMemo(std::sync::OnceLock<String>);
+
+impl PartialEq for HashMemo {
+    fn eq(&self, _: &HashMemo) -> bool {
+        true
+    }
 }
 
 impl TokenEntry {
+    /// The SHA-256 of the id, lowercase hex: the token's storage key (`store.rs`). Computed
+    /// once per entry; entries served from the cache carry it already.
     pub(crate) fn hash(&self) -> String {
-        store::hash_id(&self.id)
+        self.hash_memo
+            .0
+            .get_or_init(|| store::hash_id(&self.id))
+            .clone()
+    }
+
+    /// A service token with no policy, no TTL and no parent: tests fill in what they need.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> TokenEntry {
+        TokenEntry {
+            version: 1,
+            id: String::new(),
+            accessor: String::new(),
+            policies: Vec::new(),
+            entity_id: None,
+            display_name: String::new(),
+            path: "auth/token/create".to_owned(),
+            meta: BTreeMap::new(),
+            num_uses: 0,
+            parent: None,
+            creation_time: 0,
+            ttl: 0,
+            expire_time: None,
+            max_expire: None,
+            explicit_max_ttl: 0,
+            period: 0,
+            renewable: false,
+            last_renewal: None,
+            role: None,
+            token_type: "service".to_owned(),
+            hash_memo: HashMemo::default(),
+            acl_memo: crate::policy::AclMemo::default(),
+        }
+    }
+
+    /// Records `hash` as the hash of this entry's id (the caller computed it from the id).
+    fn remember_hash(&self, hash: &str) {
+        let _ = self.hash_memo.0.get_or_init(|| hash.to_owned());
     }
 
     pub(crate) fn is_root(&self) -> bool {
@@ -132,7 +189,7 @@ type Expiries = (BTreeSet<(i64, String)>, HashMap<String, i64>);
 /// derived from storage and rebuilt by [`TokenStore::load`].
 #[derive(Debug, Default)]
 pub(crate) struct TokenStore {
-    cache: Mutex<HashMap<String, TokenEntry>>,
+    cache: Mutex<cache::EntryCache>,
     expiries: Mutex<Expiries>,
     /// Serialises read-modify-write of stored entries (use counts, renewals, revocations).
     write_lock: tokio::sync::Mutex<()>,
@@ -239,7 +296,7 @@ impl TokenStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(hash)
-            .cloned();
+            .map(|entry| TokenEntry::clone(entry));
         if let Some(entry) = cached {
             return Ok(Some(entry));
         }
@@ -281,13 +338,22 @@ impl TokenStore {
         &self,
         state: &State,
         token_id: &str,
-    ) -> Result<Option<TokenEntry>, Error> {
+    ) -> Result<Option<Arc<TokenEntry>>, Error> {
         if token_id.is_empty() {
             return Ok(None);
         }
-        let hash = store::hash_id(token_id);
-        let Some(entry) = self.read(state, &hash).await? else {
-            return Ok(None);
+        let cached = self
+            .cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_by_id(token_id)
+            .cloned();
+        let entry = match cached {
+            Some(entry) => entry,
+            None => match self.read(state, &store::hash_id(token_id)).await? {
+                Some(entry) => Arc::new(entry),
+                None => return Ok(None),
+            },
         };
         if entry.id != token_id {
             return Ok(None);
@@ -411,6 +477,8 @@ impl TokenStore {
             last_renewal: None,
             role: None,
             token_type: "service".to_owned(),
+            hash_memo: HashMemo::default(),
+            acl_memo: crate::policy::AclMemo::default(),
         };
         self.write(state, &entry).await?;
         Ok(entry)
