@@ -52,12 +52,12 @@ use std::ops::{Deref, DerefMut};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::response::{IntoResponse, Response};
+use http::StatusCode;
 use http::request::Parts;
-use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{ApiError, BodyLimit, INTERNAL_ERROR_MESSAGE, Rejection};
+use crate::{ApiError, BodyLimit, Rejection};
 
 /// axum's body limit when no `DefaultBodyLimit` is set (2 MiB).
 const AXUM_DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
@@ -132,20 +132,7 @@ where
 
 impl<T: Serialize, E> IntoResponse for ApiJson<T, E> {
     fn into_response(self) -> Response {
-        match serde_json::to_vec(&self.value) {
-            Ok(body) => {
-                let mut response = Response::new(axum::body::Body::from(body));
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                response
-            }
-            Err(err) => {
-                tracing::error!(message = "Response serialization failed.", error = %err);
-                crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
-            }
-        }
+        crate::json::json_response(&self.value)
     }
 }
 
@@ -449,7 +436,10 @@ mod tests {
             name: "a".to_owned(),
         })
         .into_response();
-        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(
+            response.headers()[http::header::CONTENT_TYPE],
+            "application/json"
+        );
     }
 
     #[tokio::test]

@@ -13,36 +13,80 @@
 //!   handler already set that upstream header itself.
 //! - Prefixes match case-insensitively (header names are lowercase on the wire in `http`).
 
+use std::cell::RefCell;
+
 use http::{HeaderMap, HeaderName, HeaderValue, header};
+
+/// How many translated names each thread remembers. The first ones translated are kept (the
+/// few a service sets on every response come first); later ones are built each time, so
+/// headers a client makes up cannot grow the memo.
+const NAME_MEMO_LIMIT: usize = 32;
+
+thread_local! {
+    /// `(source name, target prefix, target name)` for names already translated on this
+    /// thread, searched linearly (a handful of entries: cheaper than hashing the name): the
+    /// same few headers (`x-registry-index`, ...) are aliased on every response, and building
+    /// a custom `HeaderName` allocates.
+    static NAME_MEMO: RefCell<Vec<(HeaderName, &'static str, HeaderName)>> =
+        const { RefCell::new(Vec::new()) };
+}
 
 /// Copies every header named `from_prefix` + rest to `to_prefix` + rest, unless the target
 /// name is already present.
-pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefix: &str) {
-    let mut additions: Vec<(HeaderName, HeaderValue)> = Vec::new();
-    // Names are built in a stack buffer: `HeaderName::from_bytes` copies what it keeps.
-    let mut buffer = [0u8; 128];
+pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefix: &'static str) {
+    // Most responses carry two or three such headers: the first four wait on the stack.
+    let mut few: [Option<(HeaderName, HeaderValue)>; 4] = Default::default();
+    let mut more: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    let mut count = 0;
     for (name, value) in headers.iter() {
-        let name = name.as_str();
-        let Some(rest) = strip_prefix_ignore_case(name, from_prefix) else {
+        let Some(rest) = strip_prefix_ignore_case(name.as_str(), from_prefix) else {
             continue;
         };
-        let length = to_prefix.len() + rest.len();
-        if rest.is_empty() || length > buffer.len() {
-            continue;
-        }
-        buffer[..to_prefix.len()].copy_from_slice(to_prefix.as_bytes());
-        buffer[to_prefix.len()..length].copy_from_slice(rest.as_bytes());
-        buffer[..length].make_ascii_lowercase();
-        let Ok(target) = HeaderName::from_bytes(&buffer[..length]) else {
+        let Some(target) = translated(name, rest, to_prefix) else {
             continue;
         };
         if !headers.contains_key(&target) {
-            additions.push((target, value.clone()));
+            match few.get_mut(count) {
+                Some(slot) => *slot = Some((target, value.clone())),
+                None => more.push((target, value.clone())),
+            }
+            count += 1;
         }
     }
-    for (name, value) in additions {
+    for (name, value) in few.into_iter().flatten().chain(more) {
         headers.append(name, value);
     }
+}
+
+/// `name` (whose part after its prefix is `rest`) under `to_prefix`, remembered per thread;
+/// `None` when the rest is empty, too long, or not a valid name.
+fn translated(name: &HeaderName, rest: &str, to_prefix: &'static str) -> Option<HeaderName> {
+    let known = NAME_MEMO.with(|memo| {
+        memo.borrow()
+            .iter()
+            .find(|(source, prefix, _)| source == name && *prefix == to_prefix)
+            .map(|(_, _, target)| target.clone())
+    });
+    if known.is_some() {
+        return known;
+    }
+    // Names are built in a stack buffer: `HeaderName::from_bytes` copies what it keeps.
+    let mut buffer = [0u8; 128];
+    let length = to_prefix.len() + rest.len();
+    if rest.is_empty() || length > buffer.len() {
+        return None;
+    }
+    buffer[..to_prefix.len()].copy_from_slice(to_prefix.as_bytes());
+    buffer[to_prefix.len()..length].copy_from_slice(rest.as_bytes());
+    buffer[..length].make_ascii_lowercase();
+    let target = HeaderName::from_bytes(&buffer[..length]).ok()?;
+    NAME_MEMO.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if memo.len() < NAME_MEMO_LIMIT {
+            memo.push((name.clone(), to_prefix, target.clone()));
+        }
+    });
+    Some(target)
 }
 
 fn strip_prefix_ignore_case<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
@@ -66,6 +110,28 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copied_names_are_the_same_when_remembered_and_the_memo_stays_bounded() {
+        for round in 0..2 {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-registry-index", HeaderValue::from_static("7"));
+            headers.insert("x-consul-knownleader", HeaderValue::from_static("false"));
+            copy_prefixed(&mut headers, "x-registry-", "x-consul-");
+            assert_eq!(headers["x-consul-index"], "7", "round {round}");
+            // A target the handler set itself is kept.
+            assert_eq!(headers["x-consul-knownleader"], "false");
+            assert_eq!(headers.len(), 3);
+        }
+        for i in 0..(NAME_MEMO_LIMIT * 2) {
+            let mut headers = HeaderMap::new();
+            let name = HeaderName::from_bytes(format!("x-consul-h{i}").as_bytes()).unwrap();
+            headers.insert(name, HeaderValue::from_static("v"));
+            copy_prefixed(&mut headers, "x-consul-", "x-registry-");
+            assert_eq!(headers[format!("x-registry-h{i}").as_str()], "v");
+        }
+        NAME_MEMO.with(|memo| assert!(memo.borrow().len() <= NAME_MEMO_LIMIT));
+    }
 
     #[test]
     fn copy_prefixed_ignores_the_bare_prefix() {

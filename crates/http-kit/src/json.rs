@@ -1,6 +1,11 @@
-//! Compact JSON text of `serde_json` values for hot response paths: [`write_value`] and
-//! [`write_str`] append exactly the bytes `serde_json::to_vec` writes (same escapes, same key
-//! order, same number text), with a string escape that skips eight plain bytes at a time.
+//! JSON out: the [`Json`] response (a body serialised into a `Vec`), and compact JSON text of
+//! `serde_json` values for hot response paths: [`write_value`] and [`write_str`] append
+//! exactly the bytes `serde_json::to_vec` writes (same escapes, same key order, same number
+//! text), with a string escape that skips eight plain bytes at a time.
+//!
+//! Why [`Json`] rather than axum's: axum serialises through a `BytesMut` writer, one
+//! `put_slice` call per token, which cost a health answer more than the rest of its handler;
+//! `serde_json::to_vec` writes into a `Vec` it grows in place.
 //!
 //! Why: a secret's value is a long string, and `serde_json`'s escape visits it byte by byte
 //! through a table; that loop was the largest single cost of a kv read after the HTTP path.
@@ -11,7 +16,42 @@
 //! below against it on strings with every escape class, non-ASCII text, numbers and nesting);
 //! nothing here allocates beyond growing `out`; nothing panics.
 
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
 use serde_json::Value;
+
+use crate::INTERNAL_ERROR_MESSAGE;
+
+/// A `200 application/json` response of `T` (wrap it in a tuple with a status for another),
+/// as axum's `Json` responds, with the body written by `serde_json::to_vec`. A value that
+/// cannot be serialised is a logged 500.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        json_response(&self.0)
+    }
+}
+
+/// The `200 application/json` response of `value`, or a logged 500.
+pub(crate) fn json_response<T: Serialize + ?Sized>(value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => {
+            let mut response = Response::new(axum::body::Body::from(body));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(err) => {
+            tracing::error!(message = "Response serialization failed.", error = %err);
+            crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
+        }
+    }
+}
 
 /// Appends the compact JSON text of `value`, as `serde_json::to_vec` writes it.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {

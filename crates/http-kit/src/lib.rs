@@ -59,6 +59,7 @@ mod tls;
 pub use error::{ApiError, INTERNAL_ERROR_MESSAGE, Rejection, into_response};
 pub use extract::{ApiJson, ApiQuery, RawBody};
 pub use headers::bearer_token;
+pub use json::Json;
 pub use layers::{
     BodyLimit, DEFAULT_BODY_LIMIT, Finish, Hooks, HttpOptions, REQUEST_ID_HEADER, RequestId, hooks,
     layers, layers_with_hooks, with_body_limit,

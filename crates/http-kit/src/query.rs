@@ -19,7 +19,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use axum::Json;
+use crate::Json;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};

@@ -5,8 +5,8 @@
 //! registry listener (`""` while no leader is known, as Consul during an election).
 //! py-consul's test harness polls `/v1/status/leader` until it is not `""`.
 
-use axum::Json;
 use axum::extract::State;
+use http_kit::Json;
 
 /// `GET /v1/status/leader`: the leader's address as a JSON string, `"ip:port"`.
 pub(crate) async fn read_leader(State(state): State<crate::State>) -> Json<String> {

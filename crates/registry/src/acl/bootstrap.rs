@@ -13,8 +13,8 @@
 //! SecretID, and a secret that is not a UUID, is reserved or already used is a 400 (Consul:
 //! 500) in Consul's words. No bootstrap reset file: a lost management token is not recovered.
 
-use axum::Json;
 use axum::extract::State as AxumState;
+use http_kit::Json;
 use http_kit::RawBody;
 use serde::{Deserialize, Serialize};
 

@@ -15,8 +15,8 @@
 //! Validation errors, which Consul answers with 500, are 400 with Consul's messages; rules that
 //! do not parse are 400 `Failed to parse policy: <reason>`. Deleting an unknown policy succeeds.
 
-use axum::Json;
 use axum::extract::{Path, State as AxumState};
+use http_kit::Json;
 use http_kit::RawBody;
 use serde::{Deserialize, Serialize};
 

@@ -20,9 +20,9 @@
 //! asking for them is a 400 rather than a token that silently lacks them. An unknown token is
 //! a 403 `ACL not found`; deleting an unknown token succeeds.
 
-use axum::Json;
 use axum::extract::{Path, State as AxumState};
 use http::HeaderMap;
+use http_kit::Json;
 use http_kit::RawBody;
 use serde::{Deserialize, Serialize};
 

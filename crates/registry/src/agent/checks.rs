@@ -42,7 +42,7 @@ pub(crate) async fn list_checks(
     AxumState(state): AxumState<State>,
     authz: Authz,
     query: QueryParams,
-) -> Result<axum::Json<Map<String, Value>>, Error> {
+) -> Result<http_kit::Json<Map<String, Value>>, Error> {
     query.options(&state)?;
     let filter = filter_param(&query)?;
     let checks: Vec<Stored<CheckRecord>> =
@@ -60,7 +60,7 @@ pub(crate) async fn list_checks(
             out.insert(check.record.check_id.clone(), view);
         }
     }
-    Ok(axum::Json(out))
+    Ok(http_kit::Json(out))
 }
 
 /// The permission a check needs: service:<access> on its service, else node:<access>.

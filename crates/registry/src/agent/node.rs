@@ -78,12 +78,12 @@ pub(crate) async fn read_self(
     AxumState(state): AxumState<State>,
     authz: Authz,
     query: QueryParams,
-) -> Result<axum::Json<Value>, Error> {
+) -> Result<http_kit::Json<Value>, Error> {
     query.options(&state)?;
     authz.check(Resource::Agent, node_name(&state), Access::Read)?;
     let config = state.config();
     let node_id = self_node_id(&state).await?;
-    Ok(axum::Json(json!({
+    Ok(http_kit::Json(json!({
         "Config": {
             "Datacenter": config.datacenter,
             "PrimaryDatacenter": config.datacenter,
@@ -134,12 +134,12 @@ pub(crate) async fn list_members(
     AxumState(state): AxumState<State>,
     authz: Authz,
     query: QueryParams,
-) -> Result<axum::Json<Vec<Value>>, Error> {
+) -> Result<http_kit::Json<Vec<Value>>, Error> {
     query.options(&state)?;
     if !authz.allows(Resource::Node, node_name(&state), Access::Read) {
-        return Ok(axum::Json(Vec::new()));
+        return Ok(http_kit::Json(Vec::new()));
     }
     let node_id = self_node_id(&state).await?;
     let wan = query.lenient_bool("wan");
-    Ok(axum::Json(vec![member_json(&state, &node_id, wan)]))
+    Ok(http_kit::Json(vec![member_json(&state, &node_id, wan)]))
 }

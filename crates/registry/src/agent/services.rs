@@ -45,7 +45,7 @@ pub(crate) async fn list_services(
     AxumState(state): AxumState<State>,
     authz: Authz,
     query: QueryParams,
-) -> Result<axum::Json<Map<String, Value>>, Error> {
+) -> Result<http_kit::Json<Map<String, Value>>, Error> {
     query.options(&state)?;
     let filter = filter_param(&query)?;
     let services: Vec<Stored<ServiceRecord>> =
@@ -65,7 +65,7 @@ pub(crate) async fn list_services(
             out.insert(service.record.id.clone(), view);
         }
     }
-    Ok(axum::Json(out))
+    Ok(http_kit::Json(out))
 }
 
 pub(crate) async fn load_agent_service(
@@ -97,7 +97,7 @@ pub(crate) async fn read_service(
     authz: Authz,
     Path(service_id): Path<String>,
     query: QueryParams,
-) -> Result<axum::Json<Value>, Error> {
+) -> Result<http_kit::Json<Value>, Error> {
     query.options(&state)?;
     let Some(service) = load_agent_service(&state, &service_id).await? else {
         return Err(unknown_service(&service_id));
@@ -106,7 +106,7 @@ pub(crate) async fn read_service(
     let mut body = agent_service_json(&state, &service);
     let hash = format!("{:016x}", stdx::hash::fnv1a_64(body.to_string().as_bytes()));
     body["ContentHash"] = Value::String(hash);
-    Ok(axum::Json(body))
+    Ok(http_kit::Json(body))
 }
 
 /// `PUT /v1/agent/service/register[?replace-existing-checks]`: adds or replaces a service of

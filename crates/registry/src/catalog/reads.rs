@@ -31,8 +31,8 @@ use crate::{Error, State};
 /// `GET /v1/catalog/datacenters`: only ours.
 pub(crate) async fn list_datacenters(
     AxumState(state): AxumState<State>,
-) -> axum::Json<Vec<String>> {
-    axum::Json(vec![state.config().datacenter.clone()])
+) -> http_kit::Json<Vec<String>> {
+    http_kit::Json(vec![state.config().datacenter.clone()])
 }
 
 /// `GET /v1/catalog/nodes`: every node the token may read (blocking; `?node-meta=`).

@@ -47,7 +47,7 @@ pub(crate) async fn update_registration(
     authz: Authz,
     query: QueryParams,
     http_kit::RawBody { bytes, .. }: http_kit::RawBody<Error>,
-) -> Result<axum::Json<bool>, Error> {
+) -> Result<http_kit::Json<bool>, Error> {
     query.options(&state)?;
     let body: RegisterBody = decode_body(&bytes, REGISTER_FIELDS)?;
     check_body_datacenter(&state, body.datacenter.as_deref())?;
@@ -161,7 +161,7 @@ pub(crate) async fn update_registration(
     }
     authorize_service_checks(&state, &authz, &reg).await?;
     domain::apply_registration(&state, reg).await?;
-    Ok(axum::Json(true))
+    Ok(http_kit::Json(true))
 }
 
 /// Service checks need service:write on the service they belong to.
@@ -195,7 +195,7 @@ pub(crate) async fn delete_registration(
     authz: Authz,
     query: QueryParams,
     http_kit::RawBody { bytes, .. }: http_kit::RawBody<Error>,
-) -> Result<axum::Json<bool>, Error> {
+) -> Result<http_kit::Json<bool>, Error> {
     query.options(&state)?;
     let body: DeregisterBody = decode_body(&bytes, DEREGISTER_FIELDS)?;
     check_body_datacenter(&state, body.datacenter.as_deref())?;
@@ -223,7 +223,7 @@ pub(crate) async fn delete_registration(
         }
     };
     domain::deregister(&state, &node, removal).await?;
-    Ok(axum::Json(true))
+    Ok(http_kit::Json(true))
 }
 
 /// service:write on the stored service (node:write when it does not exist).

@@ -93,7 +93,7 @@ pub(crate) async fn read_leader(
             body.leader_address = address;
         }
     }
-    axum::Json(body).into_response()
+    http_kit::Json(body).into_response()
 }
 
 /// `GET sys/ha-status`: every server known to serve, the active one marked.

@@ -63,7 +63,7 @@ pub(crate) async fn read_health(
         cluster_name: cluster.name.clone(),
         cluster_id: cluster.id.clone(),
     };
-    Ok((status, axum::Json(body)).into_response())
+    Ok((status, http_kit::Json(body)).into_response())
 }
 
 /// The status codes a health answer may use, after query overrides.
