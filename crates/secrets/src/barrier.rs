@@ -25,11 +25,19 @@
 //! - A value that fails to decrypt (tampered, moved, truncated, unknown term) is
 //!   [`Error::CorruptRecord`], never a panic.
 //! - Key material is zeroized when dropped (`zeroize`; aws-lc clears its own key schedules).
+//! - Read cache ([`Barrier::cache_reads`], on when this server is the store's only writer):
+//!   values as stored (ciphertext) by logical key, so a repeated read decrypts and touches no
+//!   store. Every write through the barrier drops its key after the store answered and moves
+//!   the generation, and a read keeps what it read only if the generation did not move
+//!   meanwhile, so the cache never holds a value older than the last write the barrier
+//!   answered; sealing, unsealing and the serving switch around a restore empty it. Nothing
+//!   else writes under [`DATA_PREFIX`] while a server runs, except a failed `sys/init`'s
+//!   undo, which empties it too ([`Barrier::forget_reads`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use async_trait::async_trait;
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
@@ -108,9 +116,24 @@ impl Drop for TermRecord {
     }
 }
 
+/// How many values the read cache keeps; past it, it starts over.
+const READ_CACHE_ENTRIES: usize = 8192;
+/// Values larger than this (as stored) are read from the store each time.
+const READ_CACHE_VALUE_BYTES: usize = 64 * 1024;
+
+/// Values as stored, by logical key (see the module docs).
+#[derive(Debug, Default)]
+struct ReadCache {
+    enabled: bool,
+    /// Moved by every write through the barrier and every emptying.
+    generation: u64,
+    entries: HashMap<String, (Arc<[u8]>, storage::Revision)>,
+}
+
 /// The barrier. Cheap to share (`Arc<Barrier>` in `State`).
 pub(crate) struct Barrier {
     storage: Arc<dyn Storage>,
+    reads: Mutex<ReadCache>,
     unsealed: RwLock<Option<Arc<Unsealed>>>,
     /// Set once `State::post_unseal` has finished (see [`Barrier::is_sealed`]).
     serving: AtomicBool,
@@ -139,6 +162,7 @@ impl Barrier {
     pub(crate) fn new(storage: Arc<dyn Storage>, clock: SharedClock) -> Barrier {
         Barrier {
             storage,
+            reads: Mutex::new(ReadCache::default()),
             unsealed: RwLock::new(None),
             serving: AtomicBool::new(false),
             random: SystemRandom::new(),
@@ -160,8 +184,72 @@ impl Barrier {
     }
 
     /// Marks the store ready for requests (after `post_unseal`) or not (before `pre_seal`).
+    /// Either way the read cache starts over: a restore replaces the store between the two.
     pub(crate) fn set_serving(&self, serving: bool) {
+        self.forget_reads();
         self.serving.store(serving, Ordering::Release);
+    }
+
+    /// Keeps values read from here on in memory (as stored, encrypted): only for a server that
+    /// is the store's only writer (no elected leadership), where every change passes through
+    /// this barrier. `State::open` turns it on.
+    pub(crate) fn cache_reads(&self) {
+        self.lock_reads().enabled = true;
+    }
+
+    /// Empties the read cache.
+    pub(crate) fn forget_reads(&self) {
+        let mut reads = self.lock_reads();
+        reads.entries.clear();
+        reads.generation += 1;
+    }
+
+    fn lock_reads(&self) -> std::sync::MutexGuard<'_, ReadCache> {
+        self.reads.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cached stored value of `key`, if any.
+    fn cached(&self, key: &str) -> Option<(Arc<[u8]>, storage::Revision)> {
+        let reads = self.lock_reads();
+        if !reads.enabled {
+            return None;
+        }
+        reads.entries.get(key).cloned()
+    }
+
+    /// The generation a read starts at (`None`: nothing is cached).
+    fn read_generation(&self) -> Option<u64> {
+        let reads = self.lock_reads();
+        reads.enabled.then_some(reads.generation)
+    }
+
+    /// Keeps what a read found, unless a write (or an emptying) happened since it started.
+    fn remember(&self, key: &str, started: Option<u64>, kv: &storage::KeyValue) {
+        let Some(started) = started else {
+            return;
+        };
+        if kv.value.len() > READ_CACHE_VALUE_BYTES {
+            return;
+        }
+        let mut reads = self.lock_reads();
+        if reads.generation != started {
+            return;
+        }
+        if reads.entries.len() >= READ_CACHE_ENTRIES {
+            reads.entries.clear();
+        }
+        reads.entries.insert(
+            key.to_owned(),
+            (Arc::from(kv.value.as_slice()), kv.mod_revision),
+        );
+    }
+
+    /// After a write to `key` (answered or failed): its cached value is gone, and reads that
+    /// began before keep nothing.
+    fn written(&self, key: &str) {
+        let mut reads = self.lock_reads();
+        reads.entries.remove(key);
+        reads.generation += 1;
     }
 
     fn read_state(&self) -> Option<Arc<Unsealed>> {
@@ -254,6 +342,7 @@ impl Barrier {
     pub(crate) fn seal(&self) {
         self.set_serving(false);
         self.set_state(None);
+        self.forget_reads();
     }
 
     // ---- keyring -------------------------------------------------------------------------
@@ -405,11 +494,9 @@ impl Barrier {
 
     /// The value at logical `key`, decrypted.
     pub(crate) async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.current()?;
-        match self.storage.get(physical(key).as_bytes()).await? {
-            None => Ok(None),
-            Some(kv) => self.decrypt(key, &kv.value).await.map(Some),
-        }
+        self.get_revisioned(key)
+            .await
+            .map(|found| found.map(|(plain, _)| plain))
     }
 
     /// The value at logical `key`, decrypted, with the store's mod revision of that key (for
@@ -419,10 +506,16 @@ impl Barrier {
         key: &str,
     ) -> Result<Option<(Vec<u8>, storage::Revision)>, Error> {
         self.current()?;
+        if let Some((stored, revision)) = self.cached(key) {
+            let plain = self.decrypt(key, &stored).await?;
+            return Ok(Some((plain, revision)));
+        }
+        let started = self.read_generation();
         match self.storage.get(physical(key).as_bytes()).await? {
             None => Ok(None),
             Some(kv) => {
                 let plain = self.decrypt(key, &kv.value).await?;
+                self.remember(key, started, &kv);
                 Ok(Some((plain, kv.mod_revision)))
             }
         }
@@ -445,15 +538,20 @@ impl Barrier {
                 key: physical_key,
                 value: sealed,
             });
-        Ok(self.storage.txn(txn).await?.succeeded)
+        let result = self.storage.txn(txn).await;
+        self.written(key);
+        Ok(result?.succeeded)
     }
 
     /// Encrypts `value` with the active term and stores it at logical `key`.
     pub(crate) async fn put(&self, key: &str, value: &[u8]) -> Result<(), Error> {
         let sealed = self.seal_value(key, value)?;
-        self.storage
+        let result = self
+            .storage
             .txn(Txn::put(physical(key).into_bytes(), sealed))
-            .await?;
+            .await;
+        self.written(key);
+        result?;
         Ok(())
     }
 
@@ -467,9 +565,12 @@ impl Barrier {
     /// Deletes logical `key` (a missing key is fine).
     pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
         self.current()?;
-        self.storage
+        let result = self
+            .storage
             .txn(Txn::delete(physical(key).into_bytes()))
-            .await?;
+            .await;
+        self.written(key);
+        result?;
         Ok(())
     }
 
@@ -715,6 +816,113 @@ mod tests {
         assert_eq!(stored_term(&raw.value), Some(1));
         barrier.delete("core/mounts").await.unwrap();
         assert_eq!(barrier.get("core/mounts").await.unwrap(), None);
+    }
+
+    /// Puts `value` at logical `key` behind the barrier's back, as another writer would.
+    async fn write_around(storage: &Arc<dyn Storage>, barrier: &Barrier, key: &str, value: &[u8]) {
+        let sealed = barrier.seal_value(key, value).unwrap();
+        storage
+            .txn(Txn::put(physical(key).into_bytes(), sealed))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn cached_reads_come_from_memory_and_every_write_through_the_barrier_replaces_them() {
+        let storage = mem();
+        let (barrier, _) = open_barrier(&storage).await;
+        barrier.cache_reads();
+        barrier.put("logical/kv/a", b"one").await.unwrap();
+        assert_eq!(
+            barrier.get("logical/kv/a").await.unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        // Served from memory: a change made around the barrier is not seen...
+        write_around(&storage, &barrier, "logical/kv/a", b"around").await;
+        assert_eq!(
+            barrier.get("logical/kv/a").await.unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        // ...until the cache is emptied (what sealing and a restore's serving switch do).
+        barrier.forget_reads();
+        assert_eq!(
+            barrier.get("logical/kv/a").await.unwrap().as_deref(),
+            Some(&b"around"[..])
+        );
+        // Writes through the barrier are seen at once, with their revisions.
+        barrier.put("logical/kv/a", b"two").await.unwrap();
+        let (value, revision) = barrier
+            .get_revisioned("logical/kv/a")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(value, b"two");
+        assert!(
+            barrier
+                .put_if_unchanged("logical/kv/a", b"three", revision)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            barrier.get("logical/kv/a").await.unwrap().as_deref(),
+            Some(&b"three"[..])
+        );
+        assert!(
+            !barrier
+                .put_if_unchanged("logical/kv/a", b"stale", revision)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            barrier.get("logical/kv/a").await.unwrap().as_deref(),
+            Some(&b"three"[..])
+        );
+        barrier.delete("logical/kv/a").await.unwrap();
+        assert_eq!(barrier.get("logical/kv/a").await.unwrap(), None);
+        // Sealing empties it: after unsealing, the store is read again.
+        barrier.put("logical/kv/b", b"kept").await.unwrap();
+        barrier.get("logical/kv/b").await.unwrap();
+        write_around(&storage, &barrier, "logical/kv/b", b"new").await;
+        barrier.seal();
+        assert!(barrier.lock_reads().entries.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_read_that_began_before_a_write_keeps_nothing() {
+        let storage = mem();
+        let (barrier, _) = open_barrier(&storage).await;
+        barrier.cache_reads();
+        barrier.put("k", b"old").await.unwrap();
+        // A read takes its generation, the store answers it the old value, a write lands and
+        // is answered, then the read would keep what it read: it must not.
+        let started = barrier.read_generation();
+        let old = storage
+            .get(physical("k").as_bytes())
+            .await
+            .unwrap()
+            .unwrap();
+        barrier.put("k", b"new").await.unwrap();
+        barrier.remember("k", started, &old);
+        assert!(barrier.cached("k").is_none());
+        assert_eq!(
+            barrier.get("k").await.unwrap().as_deref(),
+            Some(&b"new"[..])
+        );
+        assert!(barrier.cached("k").is_some());
+    }
+
+    #[tokio::test]
+    async fn without_cache_reads_every_read_goes_to_the_store() {
+        let storage = mem();
+        let (barrier, _) = open_barrier(&storage).await;
+        barrier.put("k", b"one").await.unwrap();
+        barrier.get("k").await.unwrap();
+        write_around(&storage, &barrier, "k", b"two").await;
+        assert_eq!(
+            barrier.get("k").await.unwrap().as_deref(),
+            Some(&b"two"[..])
+        );
+        assert!(barrier.cached("k").is_none());
     }
 
     #[tokio::test]

@@ -115,6 +115,11 @@ impl State {
     ) -> Result<State, Error> {
         let cluster = store::load_or_create_cluster(storage.as_ref()).await?;
         let barrier = Arc::new(barrier::Barrier::new(storage.clone(), clock.clone()));
+        if !config.cluster.as_ref().is_some_and(|c| c.is_elected()) {
+            // The only writer of its store (no elected leadership: no other server): every
+            // change passes through this barrier, which may then keep what it reads.
+            barrier.cache_reads();
+        }
         let state = State {
             inner: Arc::new(Inner {
                 seal: seal::Seal::new(storage.clone(), barrier.clone()),

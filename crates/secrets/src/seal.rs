@@ -235,6 +235,7 @@ impl Seal {
         if let Err(err) = self.storage.txn(txn).await {
             tracing::error!(message = "Undoing a failed sys/init failed.", error = %err);
         }
+        self.barrier.forget_reads();
         *self.config.write().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
