@@ -41,13 +41,28 @@ pub(crate) fn encode_kv(
     mod_revision: Revision,
     version: u64,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + 8 * 4 + value.len());
+    let mut out = Vec::with_capacity(kv_len(value));
+    write_kv(&mut out, value, create_revision, mod_revision, version);
+    out
+}
+
+/// The length of a `kv` record holding `value`.
+fn kv_len(value: &[u8]) -> usize {
+    1 + 8 * 4 + value.len()
+}
+
+fn write_kv(
+    out: &mut Vec<u8>,
+    value: &[u8],
+    create_revision: Revision,
+    mod_revision: Revision,
+    version: u64,
+) {
     out.push(KV_FORMAT);
     out.extend_from_slice(&create_revision.to_le_bytes());
     out.extend_from_slice(&mod_revision.to_le_bytes());
     out.extend_from_slice(&version.to_le_bytes());
-    put_bytes(&mut out, value);
-    out
+    put_bytes(out, value);
 }
 
 /// A `kv` record read in place: its revisions, version and a borrowed value.
@@ -243,9 +258,32 @@ pub(crate) const REDO_META: usize = 4;
 /// [`redo_finish`].
 const REDO_HEADER: usize = 1 + 8 + 8 * REDO_META;
 
-/// An empty redo record: room for its header, then [`encode_redo`] appends changes.
-pub(crate) fn redo_start() -> Vec<u8> {
-    vec![0; REDO_HEADER]
+/// Starts a redo record in `buffer` (emptied, its capacity kept): room for its header, then
+/// [`encode_redo`] appends changes.
+pub(crate) fn redo_start(mut buffer: Vec<u8>) -> Vec<u8> {
+    buffer.clear();
+    buffer.resize(REDO_HEADER, 0);
+    buffer
+}
+
+/// Appends the change `Redo::KvPut(key, record)` for the `kv` record of `value` (as
+/// [`encode_kv`] makes it), encoding the record in place; returns where the record starts in
+/// `out`, so the caller can store those very bytes.
+pub(crate) fn encode_redo_kv_put(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &[u8],
+    create_revision: Revision,
+    mod_revision: Revision,
+    version: u64,
+) -> usize {
+    out.reserve(1 + 16 + key.len() + kv_len(value));
+    out.push(REDO_KV_PUT);
+    put_bytes(out, key);
+    out.extend_from_slice(&(kv_len(value) as u64).to_le_bytes());
+    let at = out.len();
+    write_kv(out, value, create_revision, mod_revision, version);
+    at
 }
 
 /// Fills in the header of a redo record begun by [`redo_start`].
@@ -513,7 +551,7 @@ mod tests {
             Redo::HistoryPut(6, b"events"),
             Redo::HistoryDelete(2),
         ];
-        let mut record = redo_start();
+        let mut record = redo_start(vec![7; 3]);
         for change in changes {
             encode_redo(&mut record, change);
         }
@@ -527,6 +565,19 @@ mod tests {
                 assert!(decoded.len() < changes.len(), "length {len}");
             }
         }
+    }
+
+    #[test]
+    fn a_kv_put_encoded_in_place_equals_its_change_and_record() {
+        let mut record = redo_start(Vec::new());
+        let at = encode_redo_kv_put(&mut record, b"key", b"value", 3, 7, 2);
+        assert_eq!(&record[at..], encode_kv(b"value", 3, 7, 2));
+        redo_finish(&mut record, 7, [7, 0, 0, 0]);
+        let (_, _, changes) = decode_redo(&record).unwrap();
+        assert_eq!(
+            changes,
+            [Redo::KvPut(b"key", &encode_kv(b"value", 3, 7, 2))]
+        );
     }
 
     #[test]

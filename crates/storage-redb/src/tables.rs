@@ -160,9 +160,10 @@ impl<'t> WriteTables<'t> {
         })
     }
 
-    /// From now on, also records every change in a redo record.
-    pub(crate) fn record_redo(&mut self) {
-        self.redo = Some(codec::redo_start());
+    /// From now on, also records every change in a redo record, written in `buffer` (whose
+    /// capacity is reused: a record can be megabytes).
+    pub(crate) fn record_redo(&mut self, buffer: Vec<u8>) {
+        self.redo = Some(codec::redo_start(buffer));
     }
 
     /// The redo record of every change since [`WriteTables::record_redo`], for a group whose
@@ -403,8 +404,18 @@ impl<'t> WriteTables<'t> {
             None => (revision, 1, None),
         };
         previous.push(before);
-        let record = codec::encode_kv(value, create_revision, revision, version);
-        self.kv_insert(key, &record)?;
+        match self.redo.as_mut() {
+            // The record is encoded once, in the redo record, and stored from there.
+            Some(redo) => {
+                let at =
+                    codec::encode_redo_kv_put(redo, key, value, create_revision, revision, version);
+                self.kv.insert(key, &redo[at..]).or_backend()?;
+            }
+            None => {
+                let record = codec::encode_kv(value, create_revision, revision, version);
+                self.kv_insert(key, &record)?;
+            }
+        }
         self.tombstone_remove(key)?;
         events.push(Event {
             kind: EventKind::Put,

@@ -130,6 +130,9 @@ pub(crate) struct Writer {
     pub(crate) checkpointed_at: Instant,
     /// Whether a group was committed through the log since then.
     pub(crate) logged_since_checkpoint: bool,
+    /// The buffer the next group's redo record is written in: the last one's, so its pages
+    /// are reused instead of allocated (and faulted in) again for every group.
+    pub(crate) redo_buffer: Vec<u8>,
     /// Set when the log may hold a record of a group that did not commit (erasing it failed):
     /// every later group fails, since a record after it would never be replayed.
     pub(crate) broken: Option<String>,
@@ -254,7 +257,7 @@ impl Writer {
         {
             let mut tables = WriteTables::open(&txn)?;
             if !restore {
-                tables.record_redo();
+                tables.record_redo(std::mem::take(&mut self.redo_buffer));
             }
             for request in group {
                 let outcome = match request {
@@ -308,8 +311,9 @@ impl Writer {
                     return Err(tables::backend(err));
                 }
                 self.logged_since_checkpoint = true;
+                self.keep_redo_buffer(record);
             }
-            (checkpoint, _) => {
+            (checkpoint, record) => {
                 txn.set_durability(Durability::Immediate).or_backend()?;
                 txn.commit().or_backend()?;
                 if let Some(nonce) = checkpoint {
@@ -317,9 +321,20 @@ impl Writer {
                 }
                 self.checkpointed_at = Instant::now();
                 self.logged_since_checkpoint = false;
+                if let Some(record) = record {
+                    self.keep_redo_buffer(record);
+                }
             }
         }
         Ok((outcomes, batches, meta))
+    }
+
+    /// Keeps a written redo record's buffer for the next group's record, unless it grew beyond
+    /// what the log holds (a record that large is rare, and is checkpointed instead).
+    fn keep_redo_buffer(&mut self, record: Vec<u8>) {
+        if record.capacity() as u64 <= wal::CAPACITY {
+            self.redo_buffer = record;
+        }
     }
 
     /// Whether the next group should commit durably: the log holds more than
