@@ -319,10 +319,10 @@ impl<'t> WriteTables<'t> {
 
     /// Applies `txn` on top of `meta.revision` (which sees every earlier transaction of this
     /// write transaction). If it wrote anything, logs it, advances `meta.revision` and returns
-    /// its batch.
+    /// its batch (whose events take the transaction's keys and values, not copies).
     pub(crate) fn apply(
         &mut self,
-        txn: &Txn,
+        txn: Txn,
         meta: &mut Meta,
     ) -> Result<(TxnResult, Option<Batch>), Error> {
         let mut succeeded = true;
@@ -332,11 +332,7 @@ impl<'t> WriteTables<'t> {
                 break;
             }
         }
-        let ops = if succeeded {
-            &txn.success
-        } else {
-            &txn.failure
-        };
+        let ops = if succeeded { txn.success } else { txn.failure };
         let revision = meta.revision + 1;
         let mut events = Vec::new();
         // Per event, the value its key held before, when history needs it (see `previous`).
@@ -344,7 +340,7 @@ impl<'t> WriteTables<'t> {
         for op in ops {
             match op {
                 Op::Put { key, value } => self.put(key, value, meta, &mut events, &mut previous)?,
-                Op::Delete { key } => self.delete(key, meta, &mut events, &mut previous)?,
+                Op::Delete { key } => self.delete(&key, meta, &mut events, &mut previous)?,
                 Op::DeleteRange(range) => {
                     if range.is_empty() {
                         continue;
@@ -385,16 +381,16 @@ impl<'t> WriteTables<'t> {
     /// Puts `key` in the transaction at `meta.revision + 1`.
     fn put(
         &mut self,
-        key: &[u8],
-        value: &[u8],
+        key: Vec<u8>,
+        value: Vec<u8>,
         meta: &Meta,
         events: &mut Vec<Event>,
         previous: &mut Vec<Option<Vec<u8>>>,
     ) -> Result<(), Error> {
         let revision = meta.revision + 1;
-        let (create_revision, version, before) = match self.kv.get(key).or_backend()? {
+        let (create_revision, version, before) = match self.kv.get(key.as_slice()).or_backend()? {
             Some(old) => {
-                let old = codec::read_kv(key, old.value())?;
+                let old = codec::read_kv(&key, old.value())?;
                 (
                     old.create_revision,
                     old.version + 1,
@@ -407,20 +403,26 @@ impl<'t> WriteTables<'t> {
         match self.redo.as_mut() {
             // The record is encoded once, in the redo record, and stored from there.
             Some(redo) => {
-                let at =
-                    codec::encode_redo_kv_put(redo, key, value, create_revision, revision, version);
-                self.kv.insert(key, &redo[at..]).or_backend()?;
+                let at = codec::encode_redo_kv_put(
+                    redo,
+                    &key,
+                    &value,
+                    create_revision,
+                    revision,
+                    version,
+                );
+                self.kv.insert(key.as_slice(), &redo[at..]).or_backend()?;
             }
             None => {
-                let record = codec::encode_kv(value, create_revision, revision, version);
-                self.kv_insert(key, &record)?;
+                let record = codec::encode_kv(&value, create_revision, revision, version);
+                self.kv_insert(&key, &record)?;
             }
         }
-        self.tombstone_remove(key)?;
+        self.tombstone_remove(&key)?;
         events.push(Event {
             kind: EventKind::Put,
-            key: key.to_vec(),
-            value: value.to_vec(),
+            key,
+            value,
             revision,
         });
         Ok(())

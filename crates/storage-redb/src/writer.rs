@@ -195,9 +195,9 @@ impl Writer {
     }
 
     /// Applies and commits one group and answers its callers; returns how long that took.
-    fn commit_group(&mut self, group: Vec<Request>) -> Duration {
+    fn commit_group(&mut self, mut group: Vec<Request>) -> Duration {
         let started = Instant::now();
-        match self.apply_group(&group) {
+        match self.apply_group(&mut group) {
             Ok((outcomes, batches, meta)) => {
                 let committed = meta != self.meta;
                 self.stats.record_group(
@@ -238,9 +238,11 @@ impl Writer {
     /// as a checkpoint (a durable redb commit that stores a new log nonce, then the log starts
     /// over) when the group holds a restore, its record does not fit in the log, or a
     /// checkpoint is due.
+    /// Each transaction is taken out of its request (its keys and values move into the
+    /// published events); the requests keep their replies.
     fn apply_group(
         &mut self,
-        group: &[Request],
+        group: &mut [Request],
     ) -> Result<(Vec<Outcome>, Vec<Batch>, Meta), Error> {
         if let Some(why) = &self.broken {
             return Err(Error::Backend(format!("the store must be reopened: {why}")));
@@ -262,7 +264,7 @@ impl Writer {
             for request in group {
                 let outcome = match request {
                     Request::Txn { txn, .. } => {
-                        let (result, batch) = tables.apply(txn, &mut meta)?;
+                        let (result, batch) = tables.apply(std::mem::take(txn), &mut meta)?;
                         batches.extend(batch);
                         Ok(result)
                     }
@@ -270,7 +272,7 @@ impl Writer {
                         let keys = tables.keys()?;
                         match storage::restore_txn(keys.iter().map(Vec::as_slice), snapshot) {
                             Ok(restore) => {
-                                let (result, batch) = tables.apply(&restore, &mut meta)?;
+                                let (result, batch) = tables.apply(restore, &mut meta)?;
                                 batches.extend(batch);
                                 Ok(result)
                             }
