@@ -227,12 +227,12 @@ async fn only_the_latest_six_versions_are_kept() {
 }
 
 fn plan_for(job: &Job, eval_id: &str, allocs: Vec<Allocation>) -> Command {
-    let mut node_allocation: BTreeMap<String, Vec<Allocation>> = BTreeMap::new();
+    let mut node_allocation: BTreeMap<String, Vec<Arc<Allocation>>> = BTreeMap::new();
     for alloc in allocs {
         node_allocation
             .entry(alloc.node_id.clone())
             .or_default()
-            .push(alloc);
+            .push(Arc::new(alloc));
     }
     Command::ApplyPlan(Box::new(Plan {
         eval: Evaluation {
