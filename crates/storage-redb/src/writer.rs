@@ -94,6 +94,10 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// for a large group's record.
 const CHECKPOINT_BYTES: u64 = wal::CAPACITY / 4;
 
+/// The largest redo record buffer the writer keeps for the next group: room for the common
+/// large group (a scheduler batch of 64 plans is ~1.5 MB).
+const KEPT_REDO_BYTES: usize = 4 << 20;
+
 /// The longest the writer waits for the callers it just answered: [`LINGER_FRACTION`] of the
 /// last commit's duration, at most this.
 const MAX_LINGER: Duration = Duration::from_millis(2);
@@ -332,9 +336,10 @@ impl Writer {
     }
 
     /// Keeps a written redo record's buffer for the next group's record, unless it grew beyond
-    /// what the log holds (a record that large is rare, and is checkpointed instead).
+    /// [`KEPT_REDO_BYTES`] (a rare large group, such as a garbage collection, should not keep
+    /// its megabytes resident).
     fn keep_redo_buffer(&mut self, record: Vec<u8>) {
-        if record.capacity() as u64 <= wal::CAPACITY {
+        if record.capacity() <= KEPT_REDO_BYTES {
             self.redo_buffer = record;
         }
     }
