@@ -5,6 +5,7 @@
 //! the part that still fits and reports what it refused.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -99,8 +100,10 @@ pub struct Plan {
     pub job_modify_index: u64,
     /// The index of the snapshot the plan was computed from.
     pub snapshot_index: u64,
-    /// New or updated allocations, by node.
-    pub node_allocation: BTreeMap<String, Vec<Allocation>>,
+    /// New or updated allocations, by node. Shared: the plan applier stores each one in the
+    /// state as it is (it is the only holder of a fresh plan's allocations, so completing one
+    /// copies nothing), and the plan keeps the stored version.
+    pub node_allocation: BTreeMap<String, Vec<Arc<Allocation>>>,
     /// Allocations to stop, by node.
     pub node_update: BTreeMap<String, Vec<AllocStop>>,
     /// `AllAtOnce`: if any node does not fit, commit nothing.

@@ -211,6 +211,7 @@ impl RedbStorage {
             wal,
             checkpointed_at: std::time::Instant::now(),
             logged_since_checkpoint: false,
+            redo_buffer: Vec::new(),
             broken: None,
         };
         let handle = std::thread::Builder::new()

@@ -13,8 +13,12 @@
 //!   byte bound of compaction reads; counted once at open by stores written before it existed),
 //!   `"wal_nonce"` (the nonce of the write-ahead log records written since the last durable
 //!   commit, see `wal.rs`).
-//! - `history`: revision → [`codec::encode_events`] of that transaction, one per writing
-//!   transaction.
+//! - `history`: revision → [`codec::encode_history`] of that transaction's events, one per
+//!   writing transaction. A put that is its key's last change in the transaction is recorded
+//!   without its value ([`codec::Change::PutStored`]), so history does not hold every value a
+//!   second time: the value is `kv`'s while the key's mod revision is that revision, and the
+//!   key's next change (a put or delete in a later revision) carries it as its `previous`
+//!   value if that revision is still in history then.
 //! - `tombstones`: key → revision of its deletion, for deletes still in `history`.
 //!
 //! Redo: with [`WriteTables::record_redo`], every change to `kv`, `tombstones` and `history` is
@@ -23,9 +27,14 @@
 //! such a record on the state it was made on (meta.revision = first - 1) and reproduces the
 //! state after it exactly.
 //!
-//! Invariants: all four tables change together in one redb write transaction; a transaction
+//! Invariants: every event of a revision in `(compacted, revision]` can be read back with its
+//! value from `history` and `kv` in one read transaction (a stored put's value is `kv`'s if
+//! the key's mod revision is still the event's, else the `previous` of the key's next event,
+//! which history holds: it is newer); all four tables change together in one redb write
+//! transaction; a transaction
 //! that writes nothing leaves every table untouched; nothing here panics on what it reads.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 
 use redb::{ReadTransaction, ReadableTable, Table, TableDefinition, WriteTransaction};
@@ -151,9 +160,10 @@ impl<'t> WriteTables<'t> {
         })
     }
 
-    /// From now on, also records every change in a redo record.
-    pub(crate) fn record_redo(&mut self) {
-        self.redo = Some(codec::redo_start());
+    /// From now on, also records every change in a redo record, written in `buffer` (whose
+    /// capacity is reused: a record can be megabytes).
+    pub(crate) fn record_redo(&mut self, buffer: Vec<u8>) {
+        self.redo = Some(codec::redo_start(buffer));
     }
 
     /// The redo record of every change since [`WriteTables::record_redo`], for a group whose
@@ -309,10 +319,10 @@ impl<'t> WriteTables<'t> {
 
     /// Applies `txn` on top of `meta.revision` (which sees every earlier transaction of this
     /// write transaction). If it wrote anything, logs it, advances `meta.revision` and returns
-    /// its batch.
+    /// its batch (whose events take the transaction's keys and values, not copies).
     pub(crate) fn apply(
         &mut self,
-        txn: &Txn,
+        txn: Txn,
         meta: &mut Meta,
     ) -> Result<(TxnResult, Option<Batch>), Error> {
         let mut succeeded = true;
@@ -322,17 +332,15 @@ impl<'t> WriteTables<'t> {
                 break;
             }
         }
-        let ops = if succeeded {
-            &txn.success
-        } else {
-            &txn.failure
-        };
+        let ops = if succeeded { txn.success } else { txn.failure };
         let revision = meta.revision + 1;
         let mut events = Vec::new();
+        // Per event, the value its key held before, when history needs it (see `previous`).
+        let mut previous = Vec::new();
         for op in ops {
             match op {
-                Op::Put { key, value } => self.put(key, value, revision, &mut events)?,
-                Op::Delete { key } => self.delete(key, revision, &mut events)?,
+                Op::Put { key, value } => self.put(key, value, meta, &mut events, &mut previous)?,
+                Op::Delete { key } => self.delete(&key, meta, &mut events, &mut previous)?,
                 Op::DeleteRange(range) => {
                     if range.is_empty() {
                         continue;
@@ -343,7 +351,7 @@ impl<'t> WriteTables<'t> {
                         keys.push(key.value().to_vec());
                     }
                     for key in keys {
-                        self.delete(&key, revision, &mut events)?;
+                        self.delete(&key, meta, &mut events, &mut previous)?;
                     }
                 }
             }
@@ -357,7 +365,7 @@ impl<'t> WriteTables<'t> {
                 None,
             ));
         }
-        let record = codec::encode_events(&events);
+        let record = codec::encode_history(&events, &stored_puts(&events), &previous);
         self.history_insert(revision, &record)?;
         meta.history_bytes += history_record_bytes(&record);
         meta.revision = revision;
@@ -370,36 +378,75 @@ impl<'t> WriteTables<'t> {
         ))
     }
 
+    /// Puts `key` in the transaction at `meta.revision + 1`.
     fn put(
         &mut self,
-        key: &[u8],
-        value: &[u8],
-        revision: Revision,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        meta: &Meta,
         events: &mut Vec<Event>,
+        previous: &mut Vec<Option<Vec<u8>>>,
     ) -> Result<(), Error> {
-        let (create_revision, version) = match self.get(key)? {
-            Some(old) => (old.create_revision, old.version + 1),
-            None => (revision, 1),
+        let revision = meta.revision + 1;
+        let (create_revision, version, before) = match self.kv.get(key.as_slice()).or_backend()? {
+            Some(old) => {
+                let old = codec::read_kv(&key, old.value())?;
+                (
+                    old.create_revision,
+                    old.version + 1,
+                    previous_value(&old, meta),
+                )
+            }
+            None => (revision, 1, None),
         };
-        let record = codec::encode_kv(value, create_revision, revision, version);
-        self.kv_insert(key, &record)?;
-        self.tombstone_remove(key)?;
+        previous.push(before);
+        match self.redo.as_mut() {
+            // The record is encoded once, in the redo record, and stored from there.
+            Some(redo) => {
+                let at = codec::encode_redo_kv_put(
+                    redo,
+                    &key,
+                    &value,
+                    create_revision,
+                    revision,
+                    version,
+                );
+                self.kv.insert(key.as_slice(), &redo[at..]).or_backend()?;
+            }
+            None => {
+                let record = codec::encode_kv(&value, create_revision, revision, version);
+                self.kv_insert(&key, &record)?;
+            }
+        }
+        self.tombstone_remove(&key)?;
         events.push(Event {
             kind: EventKind::Put,
-            key: key.to_vec(),
-            value: value.to_vec(),
+            key,
+            value,
             revision,
         });
         Ok(())
     }
 
+    /// Deletes `key` in the transaction at `meta.revision + 1`.
     fn delete(
         &mut self,
         key: &[u8],
-        revision: Revision,
+        meta: &Meta,
         events: &mut Vec<Event>,
+        previous: &mut Vec<Option<Vec<u8>>>,
     ) -> Result<(), Error> {
-        if self.kv_remove(key)? {
+        let revision = meta.revision + 1;
+        // A record that no longer decodes is deleted all the same (its value is lost to history
+        // either way: reading its event fails as corrupt).
+        let before = self.kv.remove(key).or_backend()?.map(|old| {
+            codec::read_kv(key, old.value())
+                .ok()
+                .and_then(|old| previous_value(&old, meta))
+        });
+        if let Some(before) = before {
+            self.log(codec::Redo::KvDelete(key));
+            previous.push(before);
             self.tombstone_insert(key, revision)?;
             events.push(Event {
                 kind: EventKind::Delete,
@@ -437,12 +484,12 @@ impl<'t> WriteTables<'t> {
             bytes = bytes.saturating_sub(history_record_bytes(record.value()));
             // A record that no longer decodes is being discarded anyway; its tombstones stay
             // (harmless: they only make range_revision conservative).
-            if let Ok(events) = codec::decode_events(revision, record.value()) {
+            if let Ok(events) = codec::read_history(revision, record.value()) {
                 deletes.extend(
                     events
                         .into_iter()
-                        .filter(|event| event.kind == EventKind::Delete)
-                        .map(|event| (revision, event.key)),
+                        .filter(|event| event.change == codec::Change::Delete)
+                        .map(|event| (revision, event.key.to_vec())),
                 );
             }
         }
@@ -561,14 +608,92 @@ impl Reader {
             return Ok((events, meta.revision));
         }
         let history = self.txn.open_table(HISTORY).or_backend()?;
+        // The stored puts read so far whose key has not changed since: key → event index.
+        let mut stored: HashMap<Vec<u8>, usize> = HashMap::new();
         for entry in history
             .range::<u64>(after + 1..=meta.revision)
             .or_backend()?
         {
             let (revision, record) = entry.or_backend()?;
-            let batch = codec::decode_events(revision.value(), record.value())?;
-            events.extend(batch.into_iter().filter(|event| range.contains(&event.key)));
+            let revision = revision.value();
+            for logged in codec::read_history(revision, record.value())? {
+                if !range.contains(logged.key) {
+                    continue;
+                }
+                if let Some(index) = stored.remove(logged.key) {
+                    let Some(value) = logged.previous else {
+                        return Err(missing_value(&events[index]));
+                    };
+                    events[index].value = value.to_vec();
+                }
+                let (kind, value) = match logged.change {
+                    codec::Change::Put(value) => (EventKind::Put, value.to_vec()),
+                    codec::Change::Delete => (EventKind::Delete, Vec::new()),
+                    codec::Change::PutStored => {
+                        stored.insert(logged.key.to_vec(), events.len());
+                        (EventKind::Put, Vec::new())
+                    }
+                };
+                events.push(Event {
+                    kind,
+                    key: logged.key.to_vec(),
+                    value,
+                    revision,
+                });
+            }
+        }
+        // The keys of the puts still waiting have not changed since: their value is kv's.
+        if !stored.is_empty() {
+            let kv = self.txn.open_table(KV).or_backend()?;
+            for (key, index) in stored {
+                let event = &mut events[index];
+                let record = kv.get(key.as_slice()).or_backend()?;
+                let record = match &record {
+                    Some(record) => Some(codec::read_kv(&key, record.value())?),
+                    None => None,
+                };
+                match record {
+                    Some(record) if record.mod_revision == event.revision => {
+                        event.value = record.value.to_vec();
+                    }
+                    _ => return Err(missing_value(event)),
+                }
+            }
         }
         Ok((events, meta.revision))
     }
+}
+
+/// The value `old` (a key's record before the transaction at `meta.revision + 1` writes over it
+/// or deletes it) must hand on to history: its put was recorded without the value if its
+/// revision is still in history and an earlier one than this transaction's (a key's earlier
+/// puts within one transaction keep their values).
+fn previous_value(old: &codec::KvRecord<'_>, meta: &Meta) -> Option<Vec<u8>> {
+    (old.mod_revision > meta.compacted && old.mod_revision <= meta.revision)
+        .then(|| old.value.to_vec())
+}
+
+/// Which of a transaction's events are puts recorded without their value: each key's last
+/// event, if it is a put (its value is then the key's `kv` record's at this revision).
+fn stored_puts(events: &[Event]) -> Vec<bool> {
+    let mut stored = vec![false; events.len()];
+    if let [only] = events {
+        stored[0] = only.kind == EventKind::Put;
+        return stored;
+    }
+    let mut seen = HashSet::with_capacity(events.len());
+    for (i, event) in events.iter().enumerate().rev() {
+        if seen.insert(event.key.as_slice()) {
+            stored[i] = event.kind == EventKind::Put;
+        }
+    }
+    stored
+}
+
+fn missing_value(event: &Event) -> Error {
+    Error::Backend(format!(
+        "corrupt history record for revision {}: the value of {:?} is missing",
+        event.revision,
+        String::from_utf8_lossy(&event.key)
+    ))
 }

@@ -94,6 +94,10 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// for a large group's record.
 const CHECKPOINT_BYTES: u64 = wal::CAPACITY / 4;
 
+/// The largest redo record buffer the writer keeps for the next group: room for the common
+/// large group (a scheduler batch of 64 plans is ~1.5 MB).
+const KEPT_REDO_BYTES: usize = 4 << 20;
+
 /// The longest the writer waits for the callers it just answered: [`LINGER_FRACTION`] of the
 /// last commit's duration, at most this.
 const MAX_LINGER: Duration = Duration::from_millis(2);
@@ -130,6 +134,9 @@ pub(crate) struct Writer {
     pub(crate) checkpointed_at: Instant,
     /// Whether a group was committed through the log since then.
     pub(crate) logged_since_checkpoint: bool,
+    /// The buffer the next group's redo record is written in: the last one's, so its pages
+    /// are reused instead of allocated (and faulted in) again for every group.
+    pub(crate) redo_buffer: Vec<u8>,
     /// Set when the log may hold a record of a group that did not commit (erasing it failed):
     /// every later group fails, since a record after it would never be replayed.
     pub(crate) broken: Option<String>,
@@ -192,9 +199,9 @@ impl Writer {
     }
 
     /// Applies and commits one group and answers its callers; returns how long that took.
-    fn commit_group(&mut self, group: Vec<Request>) -> Duration {
+    fn commit_group(&mut self, mut group: Vec<Request>) -> Duration {
         let started = Instant::now();
-        match self.apply_group(&group) {
+        match self.apply_group(&mut group) {
             Ok((outcomes, batches, meta)) => {
                 let committed = meta != self.meta;
                 self.stats.record_group(
@@ -235,9 +242,11 @@ impl Writer {
     /// as a checkpoint (a durable redb commit that stores a new log nonce, then the log starts
     /// over) when the group holds a restore, its record does not fit in the log, or a
     /// checkpoint is due.
+    /// Each transaction is taken out of its request (its keys and values move into the
+    /// published events); the requests keep their replies.
     fn apply_group(
         &mut self,
-        group: &[Request],
+        group: &mut [Request],
     ) -> Result<(Vec<Outcome>, Vec<Batch>, Meta), Error> {
         if let Some(why) = &self.broken {
             return Err(Error::Backend(format!("the store must be reopened: {why}")));
@@ -254,12 +263,12 @@ impl Writer {
         {
             let mut tables = WriteTables::open(&txn)?;
             if !restore {
-                tables.record_redo();
+                tables.record_redo(std::mem::take(&mut self.redo_buffer));
             }
             for request in group {
                 let outcome = match request {
                     Request::Txn { txn, .. } => {
-                        let (result, batch) = tables.apply(txn, &mut meta)?;
+                        let (result, batch) = tables.apply(std::mem::take(txn), &mut meta)?;
                         batches.extend(batch);
                         Ok(result)
                     }
@@ -267,7 +276,7 @@ impl Writer {
                         let keys = tables.keys()?;
                         match storage::restore_txn(keys.iter().map(Vec::as_slice), snapshot) {
                             Ok(restore) => {
-                                let (result, batch) = tables.apply(&restore, &mut meta)?;
+                                let (result, batch) = tables.apply(restore, &mut meta)?;
                                 batches.extend(batch);
                                 Ok(result)
                             }
@@ -308,8 +317,9 @@ impl Writer {
                     return Err(tables::backend(err));
                 }
                 self.logged_since_checkpoint = true;
+                self.keep_redo_buffer(record);
             }
-            (checkpoint, _) => {
+            (checkpoint, record) => {
                 txn.set_durability(Durability::Immediate).or_backend()?;
                 txn.commit().or_backend()?;
                 if let Some(nonce) = checkpoint {
@@ -317,9 +327,21 @@ impl Writer {
                 }
                 self.checkpointed_at = Instant::now();
                 self.logged_since_checkpoint = false;
+                if let Some(record) = record {
+                    self.keep_redo_buffer(record);
+                }
             }
         }
         Ok((outcomes, batches, meta))
+    }
+
+    /// Keeps a written redo record's buffer for the next group's record, unless it grew beyond
+    /// [`KEPT_REDO_BYTES`] (a rare large group, such as a garbage collection, should not keep
+    /// its megabytes resident).
+    fn keep_redo_buffer(&mut self, record: Vec<u8>) {
+        if record.capacity() <= KEPT_REDO_BYTES {
+            self.redo_buffer = record;
+        }
     }
 
     /// Whether the next group should commit durably: the log holds more than

@@ -111,12 +111,12 @@ async fn value(store: &RedbStorage, key: &str) -> Option<String> {
         .map(|kv| String::from_utf8(kv.value).expect("utf-8"))
 }
 
-/// Every event from revision 0, as `(revision, put?, key)`.
-async fn history(store: &RedbStorage) -> Vec<(u64, bool, String)> {
+/// Every event from revision 0, as `(revision, put?, key, value)`.
+async fn history(store: &RedbStorage) -> Vec<(u64, bool, String, String)> {
     let revision = store.revision().await.expect("revision");
     let mut stream = store.watch(KeyRange::all(), 0).await.expect("watch");
     let mut events = Vec::new();
-    while events.last().is_none_or(|(rev, _, _)| *rev < revision) {
+    while events.last().is_none_or(|(rev, _, _, _)| *rev < revision) {
         let event = futures::StreamExt::next(&mut stream)
             .await
             .expect("event")
@@ -125,6 +125,7 @@ async fn history(store: &RedbStorage) -> Vec<(u64, bool, String)> {
             event.revision,
             event.kind == EventKind::Put,
             String::from_utf8(event.key).expect("utf-8"),
+            String::from_utf8(event.value).expect("utf-8"),
         ));
     }
     events
@@ -151,12 +152,14 @@ fn acknowledged_writes_in_the_log_are_replayed_after_a_crash() {
         assert_eq!((a.create_revision, a.mod_revision, a.version), (1, 3, 2));
         assert_eq!(
             history(&store).await,
+            // Every value, also those of the puts written over (a) or deleted (b) since: the
+            // replay restored what history keeps of them.
             vec![
-                (1, true, "a".to_owned()),
-                (2, true, "b".to_owned()),
-                (3, true, "a".to_owned()),
-                (4, false, "b".to_owned()),
-                (5, true, "c".to_owned()),
+                (1, true, "a".to_owned(), "1".to_owned()),
+                (2, true, "b".to_owned(), "2".to_owned()),
+                (3, true, "a".to_owned(), "3".to_owned()),
+                (4, false, "b".to_owned(), String::new()),
+                (5, true, "c".to_owned(), "4".to_owned()),
             ]
         );
         assert_eq!(
@@ -238,7 +241,7 @@ fn records_left_from_before_a_checkpoint_are_not_applied_again() {
         assert_eq!((b.mod_revision, b.version), (2, 1));
         let events = history(&store).await;
         assert_eq!(events.len(), 5, "{events:?}");
-        assert_eq!(events[4], (5, false, "a".to_owned()));
+        assert_eq!(events[4], (5, false, "a".to_owned(), String::new()));
         store.close().await.expect("close");
     });
 }

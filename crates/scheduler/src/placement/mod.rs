@@ -106,7 +106,7 @@ struct Run<'a> {
     key: JobKey,
     /// New IDs.
     rng: StdRng,
-    node_allocation: BTreeMap<String, Vec<Allocation>>,
+    node_allocation: BTreeMap<String, Vec<Arc<Allocation>>>,
     node_update: BTreeMap<String, Vec<AllocStop>>,
     new_evals: Vec<Evaluation>,
     failed: BTreeMap<String, AllocMetric>,
@@ -394,7 +394,7 @@ impl<'a> Run<'a> {
         self.node_allocation
             .entry(alloc.node_id.clone())
             .or_default()
-            .push(alloc);
+            .push(Arc::new(alloc));
     }
 
     /// The stack and per-run state shared by the generic and system paths.

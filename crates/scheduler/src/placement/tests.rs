@@ -224,6 +224,7 @@ fn placed<'p>(world: &World, plan: &'p Plan) -> Vec<&'p Allocation> {
         .values()
         .flatten()
         .filter(|alloc| !world.snap.allocs.contains_key(&alloc.id))
+        .map(|alloc| &**alloc)
         .collect()
 }
 
@@ -233,6 +234,7 @@ fn rewritten<'p>(world: &World, plan: &'p Plan) -> Vec<&'p Allocation> {
         .values()
         .flatten()
         .filter(|alloc| world.snap.allocs.contains_key(&alloc.id))
+        .map(|alloc| &**alloc)
         .collect()
 }
 
@@ -1163,7 +1165,7 @@ fn a_run_is_deterministic_for_a_seed() {
     world.add_job(job.clone());
     let strip = |mut plan: Plan| {
         for alloc in plan.node_allocation.values_mut().flatten() {
-            alloc.metrics.allocation_time = 0;
+            Arc::make_mut(alloc).metrics.allocation_time = 0;
         }
         plan
     };
@@ -1255,7 +1257,7 @@ fn absurd_input_does_not_crash_or_hang() {
 /// Commits a plan's allocations into the world (what the applier would write).
 fn commit(world: &mut World, plan: Plan) {
     for alloc in plan.node_allocation.into_values().flatten() {
-        world.add_alloc(alloc);
+        world.add_alloc(Arc::unwrap_or_clone(alloc));
     }
 }
 

@@ -382,8 +382,17 @@ impl Draft {
 
     /// Inserts or replaces an allocation, keeping the node and job indexes and the node's
     /// usage in step.
-    pub(crate) fn put_alloc(&mut self, mut alloc: Allocation) -> Result<Arc<Allocation>, Error> {
+    pub(crate) fn put_alloc(&mut self, alloc: Allocation) -> Result<Arc<Allocation>, Error> {
+        let mut alloc = Arc::new(alloc);
+        self.put_alloc_shared(&mut alloc)?;
+        Ok(alloc)
+    }
+
+    /// [`Draft::put_alloc`] of a shared allocation: its indexes are set in place (copied
+    /// first only if another holder shares it) and the state stores that very `Arc`.
+    pub(crate) fn put_alloc_shared(&mut self, shared: &mut Arc<Allocation>) -> Result<(), Error> {
         let index = self.index();
+        let alloc = Arc::make_mut(shared);
         alloc.job = None;
         let old = self.snap.allocs.get(&alloc.id).cloned();
         match &old {
@@ -399,8 +408,8 @@ impl Draft {
             }
         }
         alloc.modify_index = index;
-        self.put(keys::alloc(alloc.create_index, &alloc.id), encode(&alloc)?);
-        let alloc = Arc::new(alloc);
+        self.put(keys::alloc(alloc.create_index, &alloc.id), encode(&*alloc)?);
+        let alloc = Arc::clone(shared);
         if let Some(old) = &old {
             if !old.terminal() {
                 let mut usage = self.snap.node_used(&old.node_id);
@@ -426,11 +435,9 @@ impl Draft {
             .entry(JobKey::new(&alloc.namespace, &alloc.job_id))
             .or_default()
             .insert(alloc.id.clone());
-        self.snap
-            .allocs
-            .insert(alloc.id.clone(), Arc::clone(&alloc));
+        self.snap.allocs.insert(alloc.id.clone(), alloc);
         self.snap.tables.allocs = index;
-        Ok(alloc)
+        Ok(())
     }
 
     pub(crate) fn put_node(&mut self, mut node: Node) -> Result<Arc<Node>, Error> {

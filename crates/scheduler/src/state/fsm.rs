@@ -15,6 +15,7 @@
 //!   its rescheduling evaluation, one evaluation, one deletion of a garbage collection).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::draft::Draft;
 use super::gc::{GcPass, GcReport};
@@ -89,7 +90,9 @@ pub(crate) enum Outcome {
     Gc(GcReport),
 }
 
-pub(super) fn apply(draft: &mut Draft, command: &Command, now: i64) -> Result<Outcome, Error> {
+/// Applies `command` (which it may change only as a re-application would: a plan's allocations
+/// become the versions stored, see [`apply_plan`]).
+pub(super) fn apply(draft: &mut Draft, command: &mut Command, now: i64) -> Result<Outcome, Error> {
     match command {
         Command::RegisterJob(register) => register_job(draft, register, now),
         Command::DeregisterJob(deregister) => deregister_job(draft, deregister, now),
@@ -531,7 +534,7 @@ fn stop_alloc(
 /// in place, allocations made terminal), then the new ones, so every part committed fits the
 /// node as the whole plan did; the evaluation's own update comes last, in the last part, so a
 /// plan committed only in part is re-planned.
-fn apply_plan(draft: &mut Draft, plan: &Plan, now: i64) -> Result<PlanResult, Error> {
+fn apply_plan(draft: &mut Draft, plan: &mut Plan, now: i64) -> Result<PlanResult, Error> {
     let key = JobKey::new(&plan.eval.namespace, &plan.eval.job_id);
     let nodes: BTreeSet<&String> = plan
         .node_allocation
@@ -568,23 +571,28 @@ fn apply_plan(draft: &mut Draft, plan: &Plan, now: i64) -> Result<PlanResult, Er
         for stop in plan.node_update.get(node_id).into_iter().flatten() {
             draft.unit(|draft| stop_planned(draft, stop, now))?;
         }
-        let mut placing: Vec<(bool, &Allocation)> = plan
-            .node_allocation
-            .get(node_id)
-            .into_iter()
-            .flatten()
-            .map(|alloc| (adds_work(draft, alloc), alloc))
+        let Some(allocs) = plan.node_allocation.get_mut(node_id) else {
+            continue;
+        };
+        let mut placing: Vec<(bool, usize)> = allocs
+            .iter()
+            .enumerate()
+            .map(|(i, alloc)| (adds_work(draft, alloc), i))
             .collect();
         placing.sort_by_key(|(adds, _)| *adds);
-        for (_, alloc) in placing {
+        for (_, i) in placing {
+            let alloc = &mut allocs[i];
+            // Completed in place (no copy while the plan holds it alone) and shared with the
+            // state; applied again (a rebuild, a retry in parts), the stored version gets the
+            // same fields again, keeping its first creation time.
             draft.unit(|draft| {
-                let mut alloc = alloc.clone();
-                if alloc.create_time == 0 {
-                    alloc.create_time = now;
+                let fields = Arc::make_mut(alloc);
+                if fields.create_time == 0 {
+                    fields.create_time = now;
                 }
-                alloc.modify_time = now;
-                alloc.alloc_modify_index = draft.index();
-                draft.put_alloc(alloc).map(drop)
+                fields.modify_time = now;
+                fields.alloc_modify_index = draft.index();
+                draft.put_alloc_shared(alloc)
             })?;
         }
     }
@@ -693,7 +701,7 @@ fn ports_fit(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
     let placing = plan.node_allocation.get(node_id).into_iter().flatten();
     let asked: Vec<i64> = placing
         .filter(|alloc| !alloc.terminal())
-        .flat_map(ports::held)
+        .flat_map(|alloc| ports::held(alloc))
         .collect();
     if asked.is_empty() {
         return true;

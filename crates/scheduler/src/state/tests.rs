@@ -227,12 +227,12 @@ async fn only_the_latest_six_versions_are_kept() {
 }
 
 fn plan_for(job: &Job, eval_id: &str, allocs: Vec<Allocation>) -> Command {
-    let mut node_allocation: BTreeMap<String, Vec<Allocation>> = BTreeMap::new();
+    let mut node_allocation: BTreeMap<String, Vec<Arc<Allocation>>> = BTreeMap::new();
     for alloc in allocs {
         node_allocation
             .entry(alloc.node_id.clone())
             .or_default()
-            .push(alloc);
+            .push(Arc::new(alloc));
     }
     Command::ApplyPlan(Box::new(Plan {
         eval: Evaluation {
@@ -246,6 +246,55 @@ fn plan_for(job: &Job, eval_id: &str, allocs: Vec<Allocation>) -> Command {
         node_allocation,
         ..Plan::default()
     }))
+}
+
+#[test]
+fn the_plan_applier_stores_the_plans_allocation_itself_and_a_reapplication_sets_the_same_fields() {
+    let job = job("web", 1);
+    let mut base = Snapshot::default();
+    base.nodes
+        .insert("n1".to_owned(), Arc::new(node("n1", 1000)));
+    let fresh = |base: &Snapshot| {
+        let mut draft = draft::Draft::new(base.clone(), storage::TxnLimits::UNBOUNDED);
+        draft.snap.index = 7;
+        draft
+    };
+    let mut command = plan_for(&job, "e1", vec![alloc("a1", "n1", &job, 600)]);
+    let mut draft = fresh(&base);
+    fsm::apply(&mut draft, &mut command, 100).expect("apply");
+    let fsm::Command::ApplyPlan(plan) = &command else {
+        unreachable!()
+    };
+    let stored = Arc::clone(draft.snap.alloc("a1").expect("stored"));
+    assert!(
+        Arc::ptr_eq(&plan.node_allocation["n1"][0], &stored),
+        "the state holds the plan's allocation, not a copy"
+    );
+    let fields = |alloc: &Allocation| {
+        (
+            alloc.create_index,
+            alloc.modify_index,
+            alloc.alloc_modify_index,
+            alloc.create_time,
+            alloc.modify_time,
+        )
+    };
+    assert_eq!(fields(&stored), (7, 7, 7, 100, 100));
+
+    // Applied again on the same base (the writer's rebuild), later: the same allocation, its
+    // first creation time kept.
+    let mut again = fresh(&base);
+    fsm::apply(&mut again, &mut command, 200).expect("apply again");
+    let restored = again.snap.alloc("a1").expect("stored again");
+    assert_eq!(fields(restored), (7, 7, 7, 100, 200));
+    assert_eq!(
+        Allocation {
+            modify_time: 100,
+            ..(**restored).clone()
+        },
+        *stored
+    );
+    assert_eq!(again.snap.node_used("n1"), draft.snap.node_used("n1"));
 }
 
 #[tokio::test]

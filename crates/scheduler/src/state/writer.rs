@@ -232,9 +232,9 @@ impl Applying {
 
     /// Applies one more command (rolled back if it fails: when it failed on a draft applied
     /// without checkpoints, the draft is rebuilt from the batch's commands, carefully).
-    fn apply(&mut self, request: Request) {
+    fn apply(&mut self, mut request: Request) {
         let now = crate::clock::now_nanos();
-        let command = &request.command;
+        let command = &mut request.command;
         let result = self
             .draft
             .apply_command(|draft| fsm::apply(draft, command, now));
@@ -254,9 +254,9 @@ impl Applying {
         draft.set_careful(true);
         self.results.clear();
         self.ends.clear();
-        for request in &self.requests {
+        for request in &mut self.requests {
             let now = crate::clock::now_nanos();
-            let command = &request.command;
+            let command = &mut request.command;
             self.results
                 .push(draft.apply_command(|draft| fsm::apply(draft, command, now)));
             self.ends.push(draft.cuts.len());
