@@ -9,9 +9,9 @@
 //! Invariants: only `/v1/agent/self` needs a token (`agent:read`, as upstream); the others
 //! never fail.
 
-use axum::Json;
 use axum::extract::State;
 use http::HeaderMap;
+use http_kit::Json;
 use serde::Serialize;
 use serde_json::{Value, json};
 

@@ -498,7 +498,7 @@ pub(crate) async fn calls(
     Path(node_id): Path<String>,
     headers: HeaderMap,
     query: QueryParams,
-) -> Result<axum::Json<NodeCallsResponse>, Error> {
+) -> Result<http_kit::Json<NodeCallsResponse>, Error> {
     authenticated_node(&state, &headers, &node_id)?;
     let wait = match query.get("wait") {
         None | Some("") => Duration::from_secs(30),
@@ -511,7 +511,7 @@ pub(crate) async fn calls(
         calls = state.client_calls().take(&node_id, wait) => calls,
         () = state.shutdown_token().cancelled() => Vec::new(),
     };
-    Ok(axum::Json(NodeCallsResponse { calls }))
+    Ok(http_kit::Json(NodeCallsResponse { calls }))
 }
 
 /// `GET /v1/internal/node/:node_id/call/:call_id` (upgraded to the call's tunnel).

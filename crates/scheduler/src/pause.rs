@@ -68,7 +68,7 @@ pub(crate) async fn write(
     State(state): State<crate::State>,
     Path(alloc_id): Path<String>,
     http_kit::RawBody { bytes: body, .. }: http_kit::RawBody<Error>,
-) -> Result<axum::Json<IndexAnswer>, Error> {
+) -> Result<http_kit::Json<IndexAnswer>, Error> {
     let namespace = alloc_namespace(&state, &alloc_id)?;
     if authz
         .allow_namespace(&namespace, Capability::SubmitJob)
@@ -101,7 +101,7 @@ pub(crate) async fn write(
             },
         );
     });
-    Ok(axum::Json(IndexAnswer { index }))
+    Ok(http_kit::Json(IndexAnswer { index }))
 }
 
 /// `GET /v1/client/allocation/:alloc_id/pause?task=`.
@@ -110,7 +110,7 @@ pub(crate) async fn read(
     State(state): State<crate::State>,
     Path(alloc_id): Path<String>,
     query: QueryParams,
-) -> Result<axum::Json<StateAnswer>, Error> {
+) -> Result<http_kit::Json<StateAnswer>, Error> {
     let namespace = alloc_namespace(&state, &alloc_id)?;
     authz.allow_namespace(&namespace, Capability::ReadJob)?;
     let task = query.get("task").unwrap_or_default().to_owned();
@@ -130,7 +130,7 @@ pub(crate) async fn read(
             .find_map(|report| report.schedules.get(&alloc_id)?.get(&task).cloned())
             .unwrap_or_default()
     });
-    Ok(axum::Json(StateAnswer { schedule_state }))
+    Ok(http_kit::Json(StateAnswer { schedule_state }))
 }
 
 #[derive(Debug, Serialize)]
@@ -147,7 +147,7 @@ pub(crate) async fn for_node(
     headers: HeaderMap,
     Path(node_id): Path<String>,
     query: QueryParams,
-) -> Result<axum::Json<OverridesAnswer>, Error> {
+) -> Result<http_kit::Json<OverridesAnswer>, Error> {
     crate::services::authenticate(&state, &headers, &node_id)?;
     let runtime = std::sync::Arc::clone(state.runtime_arc());
     let store = state.clone();
@@ -172,5 +172,5 @@ pub(crate) async fn for_node(
         },
     )
     .await?;
-    Ok(axum::Json(OverridesAnswer { overrides, index }))
+    Ok(http_kit::Json(OverridesAnswer { overrides, index }))
 }

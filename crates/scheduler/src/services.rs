@@ -121,7 +121,7 @@ pub(crate) async fn report(
     headers: HeaderMap,
     Path(node_id): Path<String>,
     RawBody { bytes: body, .. }: RawBody<Error>,
-) -> Result<axum::Json<RuntimeAnswer>, Error> {
+) -> Result<http_kit::Json<RuntimeAnswer>, Error> {
     authenticate(&state, &headers, &node_id)?;
     let mut report: NodeRuntimeReport = serde_json::from_slice(&body)
         .map_err(|error| Error::BadRequest(format!("invalid runtime report: {error}")))?;
@@ -172,7 +172,7 @@ pub(crate) async fn report(
         });
         runtime.reports.insert(node_id.clone(), report);
     });
-    Ok(axum::Json(RuntimeAnswer { index }))
+    Ok(http_kit::Json(RuntimeAnswer { index }))
 }
 
 /// `GET /v1/services` entry.
@@ -284,7 +284,7 @@ pub(crate) async fn checks(
     authz: Authz,
     State(state): State<crate::State>,
     Path(alloc_id): Path<String>,
-) -> Result<axum::Json<BTreeMap<String, CheckResult>>, Error> {
+) -> Result<http_kit::Json<BTreeMap<String, CheckResult>>, Error> {
     let namespace = alloc_namespace(&state, &alloc_id)?;
     authz.allow_namespace(&namespace, Capability::ReadJob)?;
     let (checks, _) = state.runtime().read(|runtime| {
@@ -294,7 +294,7 @@ pub(crate) async fn checks(
             .find_map(|report| report.checks.get(&alloc_id).cloned())
             .unwrap_or_default()
     });
-    Ok(axum::Json(checks))
+    Ok(http_kit::Json(checks))
 }
 
 /// The namespace of a known allocation, or Nomad's 404.

@@ -399,12 +399,12 @@ pub(crate) async fn read_self_token(
     let token = match &authz.identity {
         Identity::Disabled => {
             return Ok(
-                axum::Json(pseudo_token("acls-disabled", "ACLs disabled token", &[]))
+                http_kit::Json(pseudo_token("acls-disabled", "ACLs disabled token", &[]))
                     .into_response(),
             );
         }
         Identity::Anonymous => {
-            return Ok(axum::Json(pseudo_token(
+            return Ok(http_kit::Json(pseudo_token(
                 "anonymous",
                 "Anonymous Token",
                 &[super::ANONYMOUS_POLICY],

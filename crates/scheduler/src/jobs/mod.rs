@@ -745,7 +745,7 @@ pub(crate) async fn parse(
     authz: Authz,
     query: QueryParams,
     RawBody { bytes, .. }: RawBody<Error>,
-) -> Result<axum::Json<Value>, Error> {
+) -> Result<http_kit::Json<Value>, Error> {
     let namespace = query.namespace();
     if !(authz.allows_namespace(namespace, Capability::ParseJob)
         || authz.allows_namespace(namespace, Capability::SubmitJob))
@@ -767,7 +767,7 @@ pub(crate) async fn parse(
     if request.canonicalize == Some(true) {
         crate::jobspec::canonicalize(&mut job);
     }
-    Ok(axum::Json(job))
+    Ok(http_kit::Json(job))
 }
 
 #[cfg(test)]
