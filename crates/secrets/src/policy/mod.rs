@@ -29,7 +29,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-pub(crate) use acl::{Acl, AclMemo, TemplateIdentity};
+pub(crate) use acl::{Acl, TemplateIdentity};
 pub(crate) use names::RESPONSE_WRAPPING_POLICY;
 
 use crate::{Error, State};

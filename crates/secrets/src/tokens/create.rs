@@ -318,7 +318,7 @@ impl TokenStore {
             },
             token_type: "service".to_owned(),
             hash_memo: super::HashMemo::default(),
-            acl_memo: crate::policy::AclMemo::default(),
+            acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
         Ok((entry, warnings))
@@ -358,7 +358,7 @@ impl TokenStore {
             role: None,
             token_type: "service".to_owned(),
             hash_memo: super::HashMemo::default(),
-            acl_memo: crate::policy::AclMemo::default(),
+            acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
         Ok(entry)
@@ -425,7 +425,7 @@ impl TokenStore {
             role: None,
             token_type: "service".to_owned(),
             hash_memo: super::HashMemo::default(),
-            acl_memo: crate::policy::AclMemo::default(),
+            acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
         Ok(entry)

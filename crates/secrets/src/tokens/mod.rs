@@ -81,7 +81,7 @@ pub(crate) struct TokenEntry {
     pub(crate) hash_memo: HashMemo,
     /// The ACL of `policies`, once built for a request (never stored; see `AclMemo`).
     #[serde(skip)]
-    pub(crate) acl_memo: crate::policy::AclMemo,
+    pub(crate) acl_memo: crate::policy::acl::AclMemo,
 }
 
 /// A token entry's memoized hash. Always equal to any other: it is derived from the id, so
@@ -130,7 +130,7 @@ impl TokenEntry {
             role: None,
             token_type: "service".to_owned(),
             hash_memo: HashMemo::default(),
-            acl_memo: crate::policy::AclMemo::default(),
+            acl_memo: crate::policy::acl::AclMemo::default(),
         }
     }
 
@@ -478,7 +478,7 @@ impl TokenStore {
             role: None,
             token_type: "service".to_owned(),
             hash_memo: HashMemo::default(),
-            acl_memo: crate::policy::AclMemo::default(),
+            acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.write(state, &entry).await?;
         Ok(entry)
