@@ -16,13 +16,9 @@ use redb::{Database, TableDefinition};
 use storage::{Error, EventKind, KeyRange, Op, Storage, StorageExt, Txn};
 use storage_redb::{RedbOptions, RedbStorage};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
+mod support;
+
+use support::runtime;
 
 #[test]
 fn reopen_keeps_contents_revision_tombstones_and_history() {

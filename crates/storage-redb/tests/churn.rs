@@ -15,6 +15,10 @@ use std::sync::Arc;
 use storage::{Error, KeyRange, Op, Storage, Txn};
 use storage_redb::{RedbOptions, RedbStorage};
 
+mod support;
+
+use support::runtime;
+
 /// Bytes of each value.
 const VALUE: usize = 16 << 10;
 /// Keys each transaction puts (then another deletes).
@@ -32,14 +36,6 @@ const HISTORY_BYTES: u64 = 2 << 20;
 /// 2-CPU host (before and after history stopped storing values twice). Without the byte bound
 /// the file reaches ~135 MB, far past this.
 const FILE_LIMIT: u64 = 40 << 20;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
 
 fn options() -> RedbOptions {
     RedbOptions::default().with_history_bytes(HISTORY_BYTES)

@@ -28,6 +28,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use storage::{Error, EventKind, KeyRange, Op, Storage, Txn};
 use storage_redb::{RedbOptions, RedbStorage};
 
+mod support;
+
+use support::runtime;
+
 /// Set (to the database path) in the child's environment.
 const CHILD_ENV: &str = "CAIRN_REDB_DURABILITY_CHILD_DB";
 /// The round number, which prefixes the child's keys.
@@ -57,14 +61,6 @@ fn options() -> RedbOptions {
     RedbOptions::default()
         .with_history_retention(RETENTION)
         .with_cache_size(8 << 20)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
 }
 
 /// The child: when spawned by the crash test, opens the store and writes until killed; run

@@ -17,17 +17,13 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use storage::{Error, EventKind, KeyRange, Op, Storage, StorageExt, Txn};
 use storage_redb::{RedbOptions, RedbStorage};
 
+mod support;
+
+use support::runtime;
+
 const KV: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("kv");
 const HISTORY: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("history");
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
 
 fn put(key: &str, value: &str) -> Op {
     Op::Put {
