@@ -1,4 +1,4 @@
-//! The middleware every service router gets: [`layers`] (request ids, a tracing span per
+//! The middleware every service router gets: [`layers`] (request ids, a log scope per
 //! request, panic containment, the default body limit, request metrics), with the service's own
 //! [`Hooks`] (header aliases, a response finisher) run inside the same layer by
 //! [`layers_with_hooks`], and [`with_body_limit`] for routes that need another limit.
@@ -15,8 +15,10 @@
 //! - Every response carries `X-Request-Id`: the client's, when it sent a sane one (1 to 128
 //!   visible ASCII characters), otherwise a fresh UUID v4; handlers see the same value as the
 //!   [`RequestId`] extension.
-//! - Everything logged while a request is handled is inside its `request` span (method, path,
-//!   request_id); the query string is never logged (Consul accepts `?token=`).
+//! - Everything logged while a request is handled names the request (method, path,
+//!   request_id): inside its `request` span, or, unless a span filter or a terminal's colours
+//!   need the span, through its task-local scope, which logs the same text for a fraction of
+//!   the cost (`request_scope.rs`); the query string is never logged (Consul accepts `?token=`).
 //! - "Request finished." is logged once per request: at `error` for a 5xx, at `debug` otherwise.
 //! - A panicking handler yields a 500 (`internal error`) and an `error` log, never a dropped
 //!   connection.
@@ -46,6 +48,7 @@ use tracing::Instrument;
 
 use crate::INTERNAL_ERROR_MESSAGE;
 use crate::metrics::RequestMetrics;
+use crate::request_scope::RequestScope;
 
 /// The default request body limit: 32 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -258,7 +261,7 @@ async fn finish(hooks: &Hooks, mut response: Response) -> Response {
 }
 
 async fn request_context<S>(
-    mut inner: S,
+    inner: S,
     metrics: Option<RequestMetrics>,
     hooks: Arc<Hooks>,
     mut request: Request,
@@ -268,70 +271,88 @@ where
 {
     let request_id = client_request_id(request.headers()).unwrap_or_else(new_request_id);
     let header = HeaderValue::from_str(&request_id).ok();
-    // The span is at `error` level so that it is enabled whenever errors are logged: a 5xx's
-    // cause must always come with its request context, whatever the filter.
-    let span = tracing::error_span!(
-        "request",
-        method = %request.method(),
-        path = %request.uri().path(),
-        request_id = %request_id,
-    );
-    request.extensions_mut().insert(RequestId(request_id));
     let method = request.method().clone();
+    let uri = request.uri().clone();
+    request
+        .extensions_mut()
+        .insert(RequestId(request_id.clone()));
     let route = request.extensions().get::<MatchedPath>().cloned();
     let started = Instant::now();
-    let outcome = AssertUnwindSafe(inner.call(request))
-        .catch_unwind()
-        .instrument(span.clone())
-        .await;
-    let response = match outcome {
-        Ok(Ok(response)) => response,
-        Ok(Err(never)) => match never {},
-        Err(panic) => {
-            span.in_scope(|| {
-                tracing::error!(
-                    message = "Handler panicked.",
-                    panic = panic_message(&*panic)
-                );
-            });
-            crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
-        }
+    let handled = handle(inner, &hooks, request, started);
+    let (mut response, elapsed) = if crate::request_scope::spans_in_use() {
+        // At `error` level so that it is enabled whenever errors are logged: a 5xx's cause
+        // must always come with its request, whatever the filter.
+        let span = tracing::error_span!(
+            "request",
+            method = %method,
+            path = %uri.path(),
+            request_id = %request_id,
+        );
+        handled.instrument(span).await
+    } else {
+        let scope = RequestScope {
+            method: method.clone(),
+            uri,
+            request_id,
+        };
+        scope.run(handled).await
     };
-    let mut response = finish(&hooks, response).instrument(span.clone()).await;
     if let Some(value) = header {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
-
-    let status = response.status();
-    let elapsed = started.elapsed();
     if let Some(metrics) = &metrics {
         metrics.record(
             route.as_ref().map(MatchedPath::as_str),
             &method,
-            status,
+            response.status(),
             elapsed,
         );
     }
+    Ok(response)
+}
+
+/// The request's handling inside its span or scope: the handler (a panic becomes a 500), the
+/// service's hooks, and the "Request finished." line.
+async fn handle<S>(
+    mut inner: S,
+    hooks: &Hooks,
+    request: Request,
+    started: Instant,
+) -> (Response, std::time::Duration)
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let outcome = AssertUnwindSafe(inner.call(request)).catch_unwind().await;
+    let response = match outcome {
+        Ok(Ok(response)) => response,
+        Ok(Err(never)) => match never {},
+        Err(panic) => {
+            tracing::error!(
+                message = "Handler panicked.",
+                panic = panic_message(&*panic)
+            );
+            crate::shape::plain_text(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL_ERROR_MESSAGE)
+        }
+    };
+    let response = finish(hooks, response).await;
+    let status = response.status();
+    let elapsed = started.elapsed();
     if status.is_server_error() {
         let latency_ms = elapsed.as_secs_f64() * 1000.0;
-        span.in_scope(|| {
-            tracing::error!(
-                message = "Request finished.",
-                status = status.as_u16(),
-                latency_ms
-            );
-        });
+        tracing::error!(
+            message = "Request finished.",
+            status = status.as_u16(),
+            latency_ms
+        );
     } else if tracing::enabled!(tracing::Level::DEBUG) {
         let latency_ms = elapsed.as_secs_f64() * 1000.0;
-        span.in_scope(|| {
-            tracing::debug!(
-                message = "Request finished.",
-                status = status.as_u16(),
-                latency_ms
-            );
-        });
+        tracing::debug!(
+            message = "Request finished.",
+            status = status.as_u16(),
+            latency_ms
+        );
     }
-    Ok(response)
+    (response, elapsed)
 }
 
 /// A fresh request id: a random UUID v4 in its hyphenated lower-case form, formatted without

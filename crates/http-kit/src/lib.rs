@@ -8,7 +8,8 @@
 //!   [`Shutdown`] token plus `ConnectInfo<SocketAddr>` in every request's extensions, and
 //!   keep-alive kept across request bodies a handler did not read (discarded up to 256 KiB as
 //!   Go does, else `Connection: close` and a graceful close; see `keep_alive`).
-//! - [`layers`]: request ids ([`RequestId`], `X-Request-Id`), one tracing span per request,
+//! - [`layers`]: request ids ([`RequestId`], `X-Request-Id`), the request every log line
+//!   written while handling it names (`request_scope`),
 //!   the default body limit ([`HttpOptions`]), and a service's [`Hooks`] (header aliases and a
 //!   response finisher) in the same layer ([`layers_with_hooks`]); [`init_tracing`] sets up
 //!   logging to stderr.
@@ -52,6 +53,7 @@ mod layers;
 mod logging;
 pub mod metrics;
 pub mod query;
+mod request_scope;
 mod serve;
 pub mod shape;
 mod tls;

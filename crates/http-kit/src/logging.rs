@@ -5,15 +5,20 @@
 //!
 //! Invariants: logs go to stderr, never stdout; calling [`init_tracing`] again (as tests may) is
 //! harmless and keeps the first subscriber; an invalid filter falls back to `info` with a
-//! warning rather than failing start-up.
+//! warning rather than failing start-up. A line logged while a request is handled names the
+//! request (method, path, request id) the same way in every format: as the `request` span
+//! when the filter or the colours need a real span, else through `request_scope.rs`.
 
 use std::fmt;
 use std::str::FromStr;
 
 use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::fmt::time::SystemTime;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::request_scope::{ScopedJson, ScopedText};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,26 +79,34 @@ pub fn init_tracing(format: LogFormat, filter: &str) {
         ParsedFilter::Static(targets) => (Some(targets), None),
         ParsedFilter::Env(env) => (None, Some(env)),
     };
+    // A span filter matches the request span itself, so that filter needs real spans; so do
+    // coloured lines, which only tracing-subscriber's own format writes. Otherwise the
+    // request is a task-local the event formats write (`request_scope.rs`).
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let needs_spans = env_filter.is_some() || (format == LogFormat::Text && terminal);
     let fmt_layer = match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
+            .map_event_format(|inner| ScopedJson { inner })
             .with_writer(std::io::stderr)
             .boxed(),
         // Colors only for a person at a terminal, never in files or CI logs; without them,
-        // fields are written by [`PlainFields`], which formats every request's span for a
+        // fields are written by [`PlainFields`], which formats a span's fields for a
         // fraction of what the colour-aware default costs.
-        LogFormat::Text if std::io::IsTerminal::is_terminal(&std::io::stderr()) => {
-            tracing_subscriber::fmt::layer()
-                .with_ansi(true)
-                .with_writer(std::io::stderr)
-                .boxed()
-        }
+        LogFormat::Text if terminal => tracing_subscriber::fmt::layer()
+            .with_ansi(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(false)
             .fmt_fields(PlainFields)
+            .map_event_format(|inner| ScopedText {
+                timer: SystemTime,
+                inner: inner.without_time().with_level(false),
+            })
             .with_writer(std::io::stderr)
             .boxed(),
     };
@@ -102,6 +115,9 @@ pub fn init_tracing(format: LogFormat, filter: &str) {
         .with(env_filter)
         .with(fmt_layer)
         .try_init();
+    if installed.is_ok() && needs_spans {
+        crate::request_scope::use_spans();
+    }
     if installed.is_ok()
         && let Some(err) = filter_error
     {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::Json;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 /// The query string as ordered `(name, value)` pairs, form-decoded (`+` is a space, as
@@ -228,18 +228,19 @@ fn wait_message(raw: &str, cause: Option<&stdx::duration::DurationError>) -> Str
 }
 
 /// The names a service gives the headers of a read's answer (Consul's `X-Consul-Index`, ...),
-/// each in lowercase.
+/// each in lowercase, as `HeaderName::from_static` constants (a `&str` name would be parsed
+/// and hashed again on every response).
 pub trait QueryHeaders: 'static {
     /// The index of what the read saw (`X-Consul-Index`).
-    const INDEX: &'static str;
+    const INDEX: HeaderName;
     /// Whether the cluster has a leader (`X-Consul-KnownLeader`): always `true` here.
-    const KNOWN_LEADER: &'static str;
+    const KNOWN_LEADER: HeaderName;
     /// How stale the answering server is, in ms (`X-Consul-LastContact`): always `0` here.
-    const LAST_CONTACT: &'static str;
+    const LAST_CONTACT: HeaderName;
     /// Set to `true` when ACLs dropped entries from the answer, where the API has it.
-    const RESULTS_FILTERED: Option<&'static str>;
+    const RESULTS_FILTERED: Option<HeaderName>;
     /// Where the next page starts (`X-Nomad-NextToken`), where the API pages its lists.
-    const NEXT_TOKEN: Option<&'static str>;
+    const NEXT_TOKEN: Option<HeaderName>;
 }
 
 /// A read's answer: the body as JSON with the index headers under `H`'s names.
@@ -331,11 +332,12 @@ mod tests {
     struct Test;
 
     impl QueryHeaders for Test {
-        const INDEX: &'static str = "x-test-index";
-        const KNOWN_LEADER: &'static str = "x-test-knownleader";
-        const LAST_CONTACT: &'static str = "x-test-lastcontact";
-        const RESULTS_FILTERED: Option<&'static str> = Some("x-test-filtered");
-        const NEXT_TOKEN: Option<&'static str> = Some("x-test-nexttoken");
+        const INDEX: HeaderName = HeaderName::from_static("x-test-index");
+        const KNOWN_LEADER: HeaderName = HeaderName::from_static("x-test-knownleader");
+        const LAST_CONTACT: HeaderName = HeaderName::from_static("x-test-lastcontact");
+        const RESULTS_FILTERED: Option<HeaderName> =
+            Some(HeaderName::from_static("x-test-filtered"));
+        const NEXT_TOKEN: Option<HeaderName> = Some(HeaderName::from_static("x-test-nexttoken"));
     }
 
     #[track_caller]

@@ -20,8 +20,8 @@ use std::ops::Deref;
 
 use axum::extract::FromRequestParts;
 use axum::response::Response;
-use http::HeaderMap;
 use http::request::Parts;
+use http::{HeaderMap, HeaderName};
 use http_kit::query::BlockingParams;
 use http_kit::query::{QueryError, QueryHeaders};
 use storage::{KeyRange, Storage};
@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Error, State};
 
-pub(crate) const NAMESPACE_HEADER: &str = "x-registry-namespace";
+pub(crate) const NAMESPACE_HEADER: HeaderName = HeaderName::from_static("x-registry-namespace");
 
 /// The namespace used when nothing names one.
 pub(crate) const DEFAULT_NAMESPACE: &str = "default";
@@ -39,11 +39,13 @@ pub(crate) const DEFAULT_NAMESPACE: &str = "default";
 pub(crate) struct RegistryHeaders;
 
 impl QueryHeaders for RegistryHeaders {
-    const INDEX: &'static str = "x-registry-index";
-    const KNOWN_LEADER: &'static str = "x-registry-knownleader";
-    const LAST_CONTACT: &'static str = "x-registry-lastcontact";
-    const RESULTS_FILTERED: Option<&'static str> = Some("x-registry-results-filtered-by-acls");
-    const NEXT_TOKEN: Option<&'static str> = None;
+    const INDEX: HeaderName = HeaderName::from_static("x-registry-index");
+    const KNOWN_LEADER: HeaderName = HeaderName::from_static("x-registry-knownleader");
+    const LAST_CONTACT: HeaderName = HeaderName::from_static("x-registry-lastcontact");
+    const RESULTS_FILTERED: Option<HeaderName> = Some(HeaderName::from_static(
+        "x-registry-results-filtered-by-acls",
+    ));
+    const NEXT_TOKEN: Option<HeaderName> = None;
 }
 
 /// A read's answer: the body as JSON, with its index and, when an ACL dropped entries, the

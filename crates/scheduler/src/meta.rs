@@ -20,8 +20,8 @@ use std::cmp::Ordering;
 use std::ops::Deref;
 
 use axum::extract::FromRequestParts;
-use http::HeaderMap;
 use http::request::Parts;
+use http::{HeaderMap, HeaderName};
 use http_kit::query::BlockingParams;
 use http_kit::query::{QueryError, QueryHeaders};
 use serde::Serialize;
@@ -36,11 +36,11 @@ use crate::structs::DEFAULT_NAMESPACE;
 pub(crate) struct SchedulerHeaders;
 
 impl QueryHeaders for SchedulerHeaders {
-    const INDEX: &'static str = "x-scheduler-index";
-    const KNOWN_LEADER: &'static str = "x-scheduler-knownleader";
-    const LAST_CONTACT: &'static str = "x-scheduler-lastcontact";
-    const RESULTS_FILTERED: Option<&'static str> = None;
-    const NEXT_TOKEN: Option<&'static str> = Some("x-scheduler-nexttoken");
+    const INDEX: HeaderName = HeaderName::from_static("x-scheduler-index");
+    const KNOWN_LEADER: HeaderName = HeaderName::from_static("x-scheduler-knownleader");
+    const LAST_CONTACT: HeaderName = HeaderName::from_static("x-scheduler-lastcontact");
+    const RESULTS_FILTERED: Option<HeaderName> = None;
+    const NEXT_TOKEN: Option<HeaderName> = Some(HeaderName::from_static("x-scheduler-nexttoken"));
 }
 
 /// The query string (`http_kit::query::QueryParams`: a repeated parameter reads as its first

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{FromRequest, Request};
-use http::{HeaderMap, header};
+use http::{HeaderMap, HeaderName, header};
 use secrets_sdk::{Data, Operation};
 use serde_json::Value;
 
@@ -40,10 +40,10 @@ use crate::policy::Acl;
 use crate::tokens::TokenEntry;
 
 /// The token header (canonical spelling; `X-Vault-Token` is aliased onto it).
-pub(crate) const TOKEN_HEADER: &str = "x-secrets-token";
+pub(crate) const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-secrets-token");
 
 /// The wrap TTL header (canonical spelling; `X-Vault-Wrap-TTL` is aliased onto it).
-pub(crate) const WRAP_TTL_HEADER: &str = "x-secrets-wrap-ttl";
+pub(crate) const WRAP_TTL_HEADER: HeaderName = HeaderName::from_static("x-secrets-wrap-ttl");
 
 /// The content type `PATCH` requires.
 pub(crate) const MERGE_PATCH: &str = "application/merge-patch+json";

@@ -31,6 +31,7 @@ pub(crate) mod token;
 use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
+use http::HeaderName;
 use http::request::Parts;
 
 pub use crate::acl_rules::{Access, Resource};
@@ -39,6 +40,9 @@ use crate::acl_rules::RuleSet;
 use crate::domain::acl::{ANONYMOUS_ACCESSOR_ID, ANONYMOUS_SECRET};
 use crate::store::acl::TokenRecord;
 use crate::{Error, State};
+
+/// The token header (canonical spelling; `X-Consul-Token` is aliased onto it).
+const TOKEN_HEADER: HeaderName = HeaderName::from_static("x-registry-token");
 
 /// The request's resolved token.
 #[derive(Debug, Clone)]
@@ -212,7 +216,7 @@ fn request_token(parts: &Parts) -> Option<String> {
     {
         return Some(token);
     }
-    if let Some(value) = parts.headers.get("x-registry-token")
+    if let Some(value) = parts.headers.get(TOKEN_HEADER)
         && let Ok(value) = value.to_str()
         && !value.trim().is_empty()
     {
