@@ -266,6 +266,58 @@ async fn responses_carry_a_request_id() {
     cairn.stop().await;
 }
 
+/// The log line of a request sent with `request_id`, from a `cairn dev` run with `flags`.
+async fn request_log(flags: &[&str], request_id: &str) -> String {
+    let cairn = Cairn::dev(flags).await;
+    let response = http()
+        .get(cairn.url("registry", "/v1/status/leader?token=hidden"))
+        .header("x-request-id", request_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let stderr = cairn.stop_with_stderr().await;
+    let line = stderr
+        .lines()
+        .find(|line| line.contains(request_id) && line.contains("Request finished."));
+    line.unwrap_or_else(|| panic!("no request line in:\n{stderr}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn log_lines_name_their_request_in_every_log_mode() {
+    let expected = "DEBUG request{method=GET path=/v1/status/leader request_id=trace-me-2}: \
+                    http_kit::layers: Request finished. status=200";
+    // A plain filter: the request is a task-local the text format writes.
+    let line = request_log(&["--log-level", "info,http_kit=debug"], "trace-me-2").await;
+    assert!(line.contains(expected), "{line}");
+    // A span filter: a real `request` span, and the same text.
+    let line = request_log(
+        &["--log-level", "info,http_kit[request]=debug"],
+        "trace-me-2",
+    )
+    .await;
+    assert!(line.contains(expected), "{line}");
+    assert!(!line.contains("hidden"), "{line}");
+
+    let line = request_log(
+        &["--log-format", "json", "--log-level", "info,http_kit=debug"],
+        "trace-me-3",
+    )
+    .await;
+    let line: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(line["message"], "Request finished.");
+    assert_eq!(
+        line["span"],
+        serde_json::json!({
+            "method": "GET",
+            "path": "/v1/status/leader",
+            "request_id": "trace-me-3",
+            "name": "request",
+        })
+    );
+}
+
 #[tokio::test]
 async fn server_runs_enabled_services_from_hcl_with_tls() {
     let dir = tempfile::tempdir().unwrap();

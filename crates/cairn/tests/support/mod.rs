@@ -228,6 +228,18 @@ impl Cairn {
         status
     }
 
+    /// SIGTERM, assert a clean exit, and return everything the process wrote to stderr.
+    #[allow(dead_code, reason = "used by the cli tests only")]
+    pub(crate) async fn stop_with_stderr(mut self) -> String {
+        let stderr = self.stderr.take();
+        let status = self.signal_and_wait("TERM").await;
+        assert!(status.success(), "cairn exited with {status:?}");
+        match stderr {
+            Some(task) => task.await.unwrap_or_default(),
+            None => String::new(),
+        }
+    }
+
     /// SIGTERM, then assert a clean exit.
     pub(crate) async fn stop(self) {
         let status = self.signal_and_wait("TERM").await;
