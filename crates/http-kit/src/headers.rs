@@ -11,7 +11,8 @@
 //!   canonical name; a canonical header the client sent is never overwritten.
 //! - On responses, every canonical header is also sent under the upstream prefix, unless the
 //!   handler already set that upstream header itself.
-//! - Prefixes match case-insensitively (header names are lowercase on the wire in `http`).
+//! - Prefixes match case-insensitively: header names are lowercase in `http`, and the
+//!   prefixes services name must be lowercase too.
 
 use std::cell::RefCell;
 
@@ -34,6 +35,21 @@ thread_local! {
 /// Copies every header named `from_prefix` + rest to `to_prefix` + rest, unless the target
 /// name is already present.
 pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefix: &'static str) {
+    // One look at the names first: most requests carry nothing to copy, and most responses
+    // no target name yet (then no target needs looking up).
+    let mut sources = 0;
+    let mut targets_present = false;
+    for name in headers.keys() {
+        if strip_prefix_ignore_case(name.as_str(), from_prefix).is_some() {
+            sources += 1;
+        }
+        if strip_prefix_ignore_case(name.as_str(), to_prefix).is_some() {
+            targets_present = true;
+        }
+    }
+    if sources == 0 {
+        return;
+    }
     // Most responses carry two or three such headers: the first four wait on the stack.
     let mut few: [Option<(HeaderName, HeaderValue)>; 4] = Default::default();
     let mut more: Vec<(HeaderName, HeaderValue)> = Vec::new();
@@ -45,7 +61,7 @@ pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefi
         let Some(target) = translated(name, rest, to_prefix) else {
             continue;
         };
-        if !headers.contains_key(&target) {
+        if !targets_present || !headers.contains_key(&target) {
             match few.get_mut(count) {
                 Some(slot) => *slot = Some((target, value.clone())),
                 None => more.push((target, value.clone())),
@@ -53,6 +69,7 @@ pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefi
             count += 1;
         }
     }
+    headers.reserve(count);
     for (name, value) in few.into_iter().flatten().chain(more) {
         headers.append(name, value);
     }
@@ -89,10 +106,14 @@ fn translated(name: &HeaderName, rest: &str, to_prefix: &'static str) -> Option<
     Some(target)
 }
 
+/// `name` without `prefix`. Header names are lowercase in `http`, and so are the prefixes
+/// services name (checked in debug builds): a plain byte comparison is a case-insensitive one.
 fn strip_prefix_ignore_case<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
-    let head = name.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix)
-        .then(|| &name[prefix.len()..])
+    debug_assert!(
+        !prefix.bytes().any(|byte| byte.is_ascii_uppercase()),
+        "header prefix {prefix:?} is not lowercase"
+    );
+    name.strip_prefix(prefix)
 }
 
 /// The token of an `Authorization: Bearer <token>` header; the scheme matches in any case.

@@ -170,7 +170,8 @@ pub(crate) enum Backend {
 
 #[derive(Debug, Clone)]
 struct Mounted {
-    entry: MountEntry,
+    /// Shared with every request routed to it (`route`), so routing clones no entry.
+    entry: Arc<MountEntry>,
     backend: Backend,
 }
 
@@ -249,7 +250,10 @@ impl MountTable {
         let mut mounted = Vec::with_capacity(mounts.len() + auths.len());
         for entry in mounts.into_iter().chain(auths) {
             match build_backend(state, &entry) {
-                Ok(backend) => mounted.push(Mounted { entry, backend }),
+                Ok(backend) => mounted.push(Mounted {
+                    entry: Arc::new(entry),
+                    backend,
+                }),
                 Err(err) => {
                     tracing::error!(
                         message = "Mount could not be set up; it is skipped.",
@@ -271,7 +275,7 @@ impl MountTable {
 
     /// The mount serving `path` (longest prefix; `foo` also finds `foo/`), its backend and the
     /// path relative to the mount.
-    pub(crate) fn route(&self, path: &str) -> Option<(MountEntry, Backend, String)> {
+    pub(crate) fn route(&self, path: &str) -> Option<(Arc<MountEntry>, Backend, String)> {
         let table = self.snapshot();
         let find = |candidate: &str| {
             table
@@ -288,13 +292,16 @@ impl MountTable {
             None => return None,
         };
         let relative = full[found.entry.path.len()..].to_owned();
-        Some((found.entry.clone(), found.backend.clone(), relative))
+        Some((Arc::clone(&found.entry), found.backend.clone(), relative))
     }
 
     /// Every entry (both tables), sorted by path.
     pub(crate) fn entries(&self) -> Vec<MountEntry> {
-        let mut entries: Vec<MountEntry> =
-            self.snapshot().iter().map(|m| m.entry.clone()).collect();
+        let mut entries: Vec<MountEntry> = self
+            .snapshot()
+            .iter()
+            .map(|m| MountEntry::clone(&m.entry))
+            .collect();
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         entries
     }
@@ -304,7 +311,7 @@ impl MountTable {
         self.snapshot()
             .iter()
             .find(|m| m.entry.path == path)
-            .map(|m| m.entry.clone())
+            .map(|m| MountEntry::clone(&m.entry))
     }
 
     /// The entry with this uuid (leases and tokens may refer to mounts by uuid).
@@ -312,7 +319,7 @@ impl MountTable {
         self.snapshot()
             .iter()
             .find(|m| m.entry.uuid == uuid)
-            .map(|m| (m.entry.clone(), m.backend.clone()))
+            .map(|m| (MountEntry::clone(&m.entry), m.backend.clone()))
     }
 
     /// Every mounted engine (secrets engines and auth methods from the registry), with its
@@ -332,7 +339,7 @@ impl MountTable {
         self.snapshot()
             .iter()
             .find(|m| m.entry.accessor == accessor)
-            .map(|m| m.entry.clone())
+            .map(|m| MountEntry::clone(&m.entry))
     }
 
     /// Mounts a new backend. `entry.path` must be normalised (trailing slash) and, for auth
@@ -380,7 +387,10 @@ impl MountTable {
         }
         let backend = build_backend(state, &entry)?;
         let mut next: Vec<Mounted> = table.as_ref().clone();
-        next.push(Mounted { entry, backend });
+        next.push(Mounted {
+            entry: Arc::new(entry),
+            backend,
+        });
         persist(state, &next, Some(auth)).await?;
         self.swap(next);
         Ok(())
@@ -400,7 +410,7 @@ impl MountTable {
                 found.entry.path
             )));
         }
-        let entry = found.entry.clone();
+        let entry = MountEntry::clone(&found.entry);
         state
             .leases()
             .revoke_prefix(state, &entry.path, true)
@@ -431,7 +441,7 @@ impl MountTable {
         };
         let mut next: Vec<Mounted> = table.as_ref().clone();
         let mounted = &mut next[index];
-        let mut entry = mounted.entry.clone();
+        let mut entry = MountEntry::clone(&mounted.entry);
         if let Some(ttl) = tune.default_lease_ttl {
             entry.config.default_lease_ttl = ttl;
         }
@@ -459,7 +469,7 @@ impl MountTable {
             mounted.backend = build_backend(state, &entry)?;
         }
         let auth = entry.is_auth();
-        mounted.entry = entry;
+        mounted.entry = Arc::new(entry);
         persist(state, &next, Some(auth)).await?;
         self.swap(next);
         Ok(())
@@ -482,7 +492,7 @@ impl MountTable {
                 "no matching mount at \"{from}\""
             )));
         };
-        let entry = table[index].entry.clone();
+        let entry = MountEntry::clone(&table[index].entry);
         if is_builtin(&entry) {
             return Err(Error::InvalidParameter(format!("cannot remount {from:?}")));
         }
@@ -510,7 +520,7 @@ impl MountTable {
         let backend = build_backend(state, &moved)?;
         let mut next = others;
         next.push(Mounted {
-            entry: moved,
+            entry: Arc::new(moved),
             backend,
         });
         persist(state, &next, Some(entry.is_auth())).await?;
@@ -725,7 +735,7 @@ async fn write_table(state: &State, key: &str, entries: &[MountEntry]) -> Result
 async fn persist(state: &State, next: &[Mounted], which: Option<bool>) -> Result<(), Error> {
     let (auths, mounts): (Vec<MountEntry>, Vec<MountEntry>) = next
         .iter()
-        .map(|m| m.entry.clone())
+        .map(|m| MountEntry::clone(&m.entry))
         .partition(MountEntry::is_auth);
     if which != Some(true) {
         write_table(state, MOUNTS_KEY, &mounts).await?;
@@ -749,14 +759,14 @@ mod tests {
     #[test]
     fn conflicts_are_prefixes_either_way() {
         let table = vec![Mounted {
-            entry: new_entry("secret/", "kv"),
+            entry: Arc::new(new_entry("secret/", "kv")),
             backend: Backend::System,
         }];
         assert_eq!(conflict(&table, "secret/"), Some("secret/".to_owned()));
         assert_eq!(conflict(&table, "secret/a/"), Some("secret/".to_owned()));
         assert_eq!(conflict(&table, "sec/"), None);
         let table = vec![Mounted {
-            entry: new_entry("a/b/", "kv"),
+            entry: Arc::new(new_entry("a/b/", "kv")),
             backend: Backend::System,
         }];
         assert_eq!(conflict(&table, "a/"), Some("a/b/".to_owned()));
