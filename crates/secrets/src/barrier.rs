@@ -34,10 +34,12 @@
 //!   else writes under [`DATA_PREFIX`] while a server runs, except a failed `sys/init`'s
 //!   undo, which empties it too ([`Barrier::forget_reads`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use stdx::hash::FastMap;
 
 use async_trait::async_trait;
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
@@ -127,7 +129,7 @@ struct ReadCache {
     enabled: bool,
     /// Moved by every write through the barrier and every emptying.
     generation: u64,
-    entries: HashMap<String, (Arc<[u8]>, storage::Revision)>,
+    entries: FastMap<String, (Arc<[u8]>, storage::Revision)>,
 }
 
 /// The barrier. Cheap to share (`Arc<Barrier>` in `State`).

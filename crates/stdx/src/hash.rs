@@ -2,8 +2,18 @@
 //! that must come out the same in every process and release (the standard library's hasher
 //! is randomly keyed).
 //!
+//! Also [`FastMap`], the map type for in-memory maps on hot paths.
+//!
 //! Invariant: [`fnv1a_64`] is FNV-1a 64 as published (offset basis `0xcbf29ce484222325`, prime
 //! `0x100000001b3`); snapshot checksums depend on it, so it never changes.
+
+/// A `HashMap` with foldhash's fast hasher (randomly seeded per process; hashbrown's own
+/// default), for in-memory maps read on every request: the token and barrier caches, request
+/// metrics. The standard SipHash cost ~400 instructions a lookup there. Their keys are the
+/// server's (token ids it generated, route patterns) or bounded in number (the barrier cache),
+/// so SipHash's resistance to chosen colliding keys buys little; maps a client fills at will
+/// keep the standard hasher.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The FNV-1a 64 offset basis.
 pub const FNV1A_64_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

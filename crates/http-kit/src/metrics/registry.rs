@@ -15,10 +15,10 @@
 //! - A scrape of one service reports the process-wide sources and that service's request
 //!   figures, never another service's.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
+use stdx::hash::FastMap;
 
 use http::{Method, StatusCode};
 
@@ -39,7 +39,7 @@ pub struct Metrics {
 
 struct Inner {
     started: Instant,
-    services: RwLock<HashMap<&'static str, Arc<ServiceRequests>>>,
+    services: RwLock<FastMap<&'static str, Arc<ServiceRequests>>>,
     sources: RwLock<Vec<Source>>,
 }
 
@@ -69,14 +69,14 @@ impl fmt::Debug for Metrics {
 type SeriesKey = (String, &'static str, u16);
 
 /// The series of one route, by (method, status).
-type RouteSeries = HashMap<(&'static str, u16), Mutex<Histogram>>;
+type RouteSeries = FastMap<(&'static str, u16), Mutex<Histogram>>;
 
 /// The request figures of one service: route → (method, status) → histogram. Keyed by route
 /// first so that recording looks a series up with the borrowed route (no allocation once the
 /// series exists).
 #[derive(Debug, Default)]
 struct ServiceRequests {
-    series: RwLock<HashMap<String, RouteSeries>>,
+    series: RwLock<FastMap<String, RouteSeries>>,
 }
 
 /// Where [`layers`](crate::layers) records one service's requests; from

@@ -10,15 +10,15 @@
 //! its entry's hash; an entry's memoized hash ([`TokenEntry::hash`]) is set to the key it is
 //! kept under.
 
-use std::collections::HashMap;
 use std::sync::Arc;
+use stdx::hash::FastMap;
 
 use super::TokenEntry;
 
 #[derive(Debug, Default)]
 pub(super) struct EntryCache {
-    by_hash: HashMap<String, Arc<TokenEntry>>,
-    hash_of_id: HashMap<String, String>,
+    by_hash: FastMap<String, Arc<TokenEntry>>,
+    hash_of_id: FastMap<String, String>,
 }
 
 impl EntryCache {
