@@ -241,7 +241,7 @@ fn parse_filter(filter: &str) -> Result<ParsedFilter, tracing_subscriber::filter
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -312,13 +312,13 @@ mod tests {
         #[error("inner cause")]
         struct Inner;
 
-        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let buffer = Sink::default();
         let sink = buffer.clone();
         let layer = tracing_subscriber::fmt::layer()
             .with_ansi(false)
             .without_time()
             .fmt_fields(fields)
-            .with_writer(move || Sink(sink.clone()));
+            .with_writer(move || sink.clone());
         let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::error_span!(
@@ -342,11 +342,19 @@ mod tests {
             });
             tracing::info!(message = "outside", text = "a \"quote\"");
         });
-        let bytes = buffer.lock().unwrap().clone();
-        String::from_utf8(bytes).unwrap()
+        buffer.text()
     }
 
-    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    /// Where a test's subscriber writes its lines (`with_writer(move || sink.clone())`).
+    #[derive(Clone, Default)]
+    pub(crate) struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Sink {
+        /// Everything written so far.
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
 
     impl std::io::Write for Sink {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

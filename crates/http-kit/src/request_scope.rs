@@ -184,12 +184,11 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
     use crate::logging::PlainFields;
+    use crate::logging::tests::Sink;
 
     /// A clock that always says `T`, so lines compare.
     struct Fixed;
@@ -197,26 +196,6 @@ mod tests {
     impl FormatTime for Fixed {
         fn format_time(&self, writer: &mut Writer<'_>) -> fmt::Result {
             writer.write_str("T")
-        }
-    }
-
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Sink {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Sink {
-        fn text(&self) -> String {
-            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
         }
     }
 
