@@ -148,11 +148,13 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
 fn needs_escape(word: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS != 0;
-    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    control
-        || has_zero(word ^ (ONES * u64::from(b'"')))
-        || has_zero(word ^ (ONES * u64::from(b'\\')))
+    // Each mask has a lane's high bit set where that lane is the thing tested for (exact as a
+    // yes/no); the three are tested at once, without a branch each.
+    let zero_lanes = |v: u64| v.wrapping_sub(ONES) & !v;
+    let control = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = zero_lanes(word ^ (ONES * u64::from(b'"')));
+    let backslash = zero_lanes(word ^ (ONES * u64::from(b'\\')));
+    (control | quote | backslash) & HIGHS != 0
 }
 
 #[cfg(test)]
