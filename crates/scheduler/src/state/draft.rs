@@ -2,8 +2,7 @@
 //!
 //! Every mutation method changes the in-memory tables, keeps the secondary indexes
 //! (`allocs_by_node`, `allocs_by_job`, `node_usage`) in step, stamps the table index, and
-//! records the storage write that makes the change durable (a [`Write`]: an operation, or,
-//! without transaction limits, a stored record whose bytes the commit task encodes). The writer commits the
+//! records the storage operation that makes the change durable. The writer commits the
 //! recorded operations and only then publishes the draft's snapshot.
 //!
 //! Transactions: the recorded operations are committed as one storage transaction per
@@ -31,55 +30,10 @@ use super::{Snapshot, keys};
 use crate::Error;
 use crate::structs::{Allocation, Evaluation, Job, JobKey, JobSubmission, Node};
 
-/// A storage write the draft recorded: an operation, or the put of a record whose bytes are
-/// encoded only when its batch commits ([`Write::into_op`], on the commit task, off the
-/// writer's serial path). Records are deferred only without transaction limits: with limits,
-/// the draft needs each write's size as it goes, so it encodes at once.
-#[derive(Debug)]
-pub(crate) enum Write {
-    Op(Op),
-    Put { key: Vec<u8>, record: Stored },
-}
-
-/// A record to encode at commit: the very `Arc` the draft's snapshot holds (records are never
-/// changed in place once stored: a later change copies, `Arc::make_mut` on a shared `Arc`).
-#[derive(Debug)]
-pub(crate) enum Stored {
-    Alloc(Arc<Allocation>),
-    Eval(Arc<Evaluation>),
-    Job(Arc<Job>),
-    Node(Arc<Node>),
-}
-
-impl Stored {
-    fn encode(&self) -> Result<Vec<u8>, Error> {
-        match self {
-            Stored::Alloc(alloc) => encode(&**alloc),
-            Stored::Eval(eval) => encode(&**eval),
-            Stored::Job(job) => encode(&**job),
-            Stored::Node(node) => encode(&**node),
-        }
-    }
-}
-
-impl Write {
-    /// The storage operation, its record encoded now.
-    pub(crate) fn into_op(self) -> Result<Op, Error> {
-        match self {
-            Write::Op(op) => Ok(op),
-            Write::Put { key, record } => Ok(Op::Put {
-                value: record.encode()?,
-                key,
-            }),
-        }
-    }
-}
-
 #[derive(Debug)]
 pub(crate) struct Draft {
     pub(crate) snap: Snapshot,
-    /// The storage writes so far, in order.
-    pub(crate) ops: Vec<Write>,
+    pub(crate) ops: Vec<Op>,
     /// Evaluations written with status pending (the broker is told after the commit).
     pub(crate) pending_evals: Vec<Arc<Evaluation>>,
     /// Whether capacity may have been freed or added (blocked evaluations get another run).
@@ -184,25 +138,13 @@ impl Draft {
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let op = Op::Put { key, value };
         self.bytes = self.bytes.saturating_add(self.limits.op_bytes(&op));
-        self.ops.push(Write::Op(op));
-    }
-
-    /// Puts a record: encoded when the batch commits without transaction limits (nothing
-    /// counts bytes then), at once with them.
-    fn put_record(&mut self, key: Vec<u8>, record: Stored) -> Result<(), Error> {
-        if self.limits.is_unbounded() {
-            self.ops.push(Write::Put { key, record });
-        } else {
-            let value = record.encode()?;
-            self.put(key, value);
-        }
-        Ok(())
+        self.ops.push(op);
     }
 
     fn delete(&mut self, key: Vec<u8>) {
         let op = Op::Delete { key };
         self.bytes = self.bytes.saturating_add(self.limits.op_bytes(&op));
-        self.ops.push(Write::Op(op));
+        self.ops.push(op);
     }
 
     /// Where the open segment starts in `ops`, and its bytes in `bytes`.
@@ -342,11 +284,8 @@ impl Draft {
     /// Stores a job version and makes it the latest.
     pub(crate) fn put_job(&mut self, job: Job) -> Result<Arc<Job>, Error> {
         let key = job.key();
+        self.put(keys::job_version(&key, job.version), encode(&job)?);
         let job = Arc::new(job);
-        self.put_record(
-            keys::job_version(&key, job.version),
-            Stored::Job(Arc::clone(&job)),
-        )?;
         self.snap
             .job_versions
             .insert((key.clone(), job.version), Arc::clone(&job));
@@ -469,11 +408,8 @@ impl Draft {
             }
         }
         alloc.modify_index = index;
+        self.put(keys::alloc(alloc.create_index, &alloc.id), encode(&*alloc)?);
         let alloc = Arc::clone(shared);
-        self.put_record(
-            keys::alloc(alloc.create_index, &alloc.id),
-            Stored::Alloc(Arc::clone(&alloc)),
-        )?;
         if let Some(old) = &old {
             if !old.terminal() {
                 let mut usage = self.snap.node_used(&old.node_id);
@@ -511,8 +447,8 @@ impl Draft {
             None => node.create_index = index,
         }
         node.modify_index = index;
+        self.put(keys::node(&node.id), encode(&node)?);
         let node = Arc::new(node);
-        self.put_record(keys::node(&node.id), Stored::Node(Arc::clone(&node)))?;
         self.snap.nodes.insert(node.id.clone(), Arc::clone(&node));
         self.snap.tables.nodes = index;
         Ok(node)
@@ -525,11 +461,8 @@ impl Draft {
             None => eval.create_index = index,
         }
         eval.modify_index = index;
+        self.put(keys::eval(eval.create_index, &eval.id), encode(&eval)?);
         let eval = Arc::new(eval);
-        self.put_record(
-            keys::eval(eval.create_index, &eval.id),
-            Stored::Eval(Arc::clone(&eval)),
-        )?;
         self.snap.insert_eval(Arc::clone(&eval));
         self.snap.tables.evals = index;
         if eval.status == crate::structs::EVAL_STATUS_PENDING {

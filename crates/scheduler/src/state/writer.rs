@@ -346,7 +346,7 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
     let mut transactions = Vec::with_capacity(bounds.len());
     let mut steps = Vec::with_capacity(bounds.len());
     for (ops_end, pending_end, snap) in bounds {
-        let segment: Vec<draft::Write> = ops.by_ref().take(ops_end - ops_taken).collect();
+        let segment: Vec<Op> = ops.by_ref().take(ops_end - ops_taken).collect();
         let evals: Vec<Arc<Evaluation>> =
             pending.by_ref().take(pending_end - pending_taken).collect();
         (ops_taken, pending_taken) = (ops_end, pending_end);
@@ -374,21 +374,14 @@ fn start(store: &StateStore, applying: Applying) -> Option<Committing> {
 /// Commits a batch's transactions in order. The fence: each applies only if `scheduler/index`
 /// is still as this writer left it (`fence` for the first: the last committed batch's; then the
 /// revision the previous transaction wrote), so nobody else (a previous leader's commit still
-/// in flight, say) wrote in between. Each transaction's deferred records (`draft::Write`) are
-/// encoded first, here on the commit task rather than on the writer's serial path; one that
-/// cannot be encoded fails its transaction like a store error.
+/// in flight, say) wrote in between.
 async fn commit(
     storage: Arc<dyn storage::Storage>,
     mut fence: Revision,
-    transactions: Vec<(u64, Vec<draft::Write>)>,
+    transactions: Vec<(u64, Vec<Op>)>,
 ) -> Commit {
     let mut revisions = Vec::with_capacity(transactions.len());
-    for (index, writes) in transactions {
-        // Records deferred by the draft are encoded here, beside the writer's next batch.
-        let ops = match writes.into_iter().map(draft::Write::into_op).collect() {
-            Ok(ops) => ops,
-            Err(err) => return (revisions, Some(err.to_string())),
-        };
+    for (index, ops) in transactions {
         let mut txn = Txn::new().when(Compare::ModRevision(keys::INDEX.as_bytes().to_vec(), fence));
         txn.success = ops;
         txn = txn.then(Op::Put {
