@@ -16,6 +16,8 @@
 pub(crate) mod heartbeat;
 pub(crate) mod worker;
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -53,8 +55,11 @@ pub(crate) async fn lead(state: State, term: CancellationToken) {
             .instrument(span.clone()),
     );
     let mut workers = tokio::task::JoinSet::new();
+    let slots = worker::placement_slots();
     for _ in 0..state.config().workers.max(1) {
-        workers.spawn(worker::run(state.clone(), term.clone()).instrument(span.clone()));
+        workers.spawn(
+            worker::run(state.clone(), term.clone(), Arc::clone(&slots)).instrument(span.clone()),
+        );
     }
     tokio::join!(
         join_all(&mut workers, "a scheduling worker"),
