@@ -21,19 +21,25 @@
 //! - Nothing live is removed: no pending or blocked evaluation, no non-terminal allocation, no
 //!   job that is not dead, no node that is not down or still holds live work.
 //! - One pass removes at most [`MAX_REMOVALS`] records; the outcome says whether more were
-//!   eligible, and the caller runs another pass. Where the store bounds a transaction (etcd),
+//!   eligible, and the caller runs another pass. A pass walks the tables lazily (over an O(1)
+//!   clone of each persistent map) and stops once full, so a collection of N records in passes
+//!   of [`MAX_REMOVALS`] does not rescan every table for each pass. Where the store bounds a transaction (etcd),
 //!   a pass too large for one is committed in parts, each deletion a part of its own
 //!   (`Draft::unit`): a dead job's allocations and evaluations go before the job itself.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::draft::Draft;
 use crate::Error;
 use crate::structs::*;
 
-/// The most records one pass removes.
-pub(crate) const MAX_REMOVALS: usize = 8192;
+/// The most records one pass removes. A pass is one storage transaction (on the embedded
+/// store), and each removal there carries the record's value into history when the record's
+/// last put is still in history (storage-redb stores a put without its value, which the key's
+/// next change carries): small passes keep that transaction, its log record and the store's
+/// dirty pages small, so a collection's peak memory stays bounded whatever it collects
+/// (measured on 10,000 churned jobs: peak RSS 492 MB with 8,192 per pass, 388 MB with 1,024).
+pub(crate) const MAX_REMOVALS: usize = 1024;
 
 /// Ages (nanoseconds) after which terminal state may go (Nomad's `*_gc_threshold`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,15 +130,14 @@ pub(super) fn collect(draft: &mut Draft, pass: &GcPass) -> Result<GcReport, Erro
 
 /// Dead jobs older than the job threshold, with everything of theirs.
 fn collect_jobs(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Result<(), Error> {
-    let candidates: Vec<Arc<Job>> = draft
-        .snap
-        .jobs
-        .values()
-        .filter(|job| {
-            job.stop || batch_type(&job.job_type) && !job.is_periodic() && !job.is_parameterized()
-        })
-        .cloned()
-        .collect();
+    if report.full() {
+        return Ok(());
+    }
+    // An O(1) clone, walked lazily: a full pass stops without visiting the rest.
+    let jobs = draft.snap.jobs.clone();
+    let candidates = jobs.values().filter(|job| {
+        job.stop || batch_type(&job.job_type) && !job.is_periodic() && !job.is_parameterized()
+    });
     for job in candidates {
         if report.full() {
             return Ok(());
@@ -148,7 +153,7 @@ fn collect_jobs(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Resu
             .map(|alloc| alloc.modify_time)
             .chain(evals.iter().map(|eval| eval.modify_time))
             .fold(job.submit_time, i64::max);
-        if !pass.old_enough(last_change, pass.thresholds.job) || !job_dead(draft, &job) {
+        if !pass.old_enough(last_change, pass.thresholds.job) || !job_dead(draft, job) {
             continue;
         }
         for alloc in &allocs {
@@ -173,14 +178,11 @@ fn collect_jobs(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Resu
 
 /// Terminal evaluations older than their threshold, and their allocations that can go.
 fn collect_evals(draft: &mut Draft, pass: &GcPass, report: &mut GcReport) -> Result<(), Error> {
-    let candidates: Vec<Arc<Evaluation>> = draft
-        .snap
-        .evals
-        .values()
-        .filter(|eval| eval.terminal())
-        .cloned()
-        .collect();
-    for eval in candidates {
+    if report.full() {
+        return Ok(());
+    }
+    let evals = draft.snap.evals.clone();
+    for eval in evals.values().filter(|eval| eval.terminal()) {
         if report.full() {
             return Ok(());
         }
@@ -234,16 +236,16 @@ fn collect_orphan_allocs(
     pass: &GcPass,
     report: &mut GcReport,
 ) -> Result<(), Error> {
-    let candidates: Vec<Arc<Allocation>> = draft
-        .snap
-        .allocs
-        .values()
-        .filter(|alloc| alloc.terminal() && !draft.snap.evals.contains_key(&alloc.eval_id))
-        .cloned()
-        .collect();
-    for alloc in candidates {
+    if report.full() {
+        return Ok(());
+    }
+    let allocs = draft.snap.allocs.clone();
+    for alloc in allocs.values().filter(|alloc| alloc.terminal()) {
         if report.full() {
             return Ok(());
+        }
+        if draft.snap.evals.contains_key(&alloc.eval_id) {
+            continue;
         }
         let key = JobKey::new(&alloc.namespace, &alloc.job_id);
         let job = draft.snap.jobs.get(&key).cloned();
@@ -252,7 +254,7 @@ fn collect_orphan_allocs(
         } else {
             pass.thresholds.eval
         };
-        if alloc_collectable(pass, &alloc, job.as_deref(), threshold) {
+        if alloc_collectable(pass, alloc, job.as_deref(), threshold) {
             draft.unit(|draft| {
                 draft.delete_alloc(&alloc.id);
                 Ok(())
@@ -265,19 +267,21 @@ fn collect_orphan_allocs(
 
 /// Versions kept only because allocations of a purged job ran them, once those are gone.
 fn collect_orphan_versions(draft: &mut Draft, report: &mut GcReport) -> Result<(), Error> {
-    let orphans: BTreeSet<JobKey> = draft
-        .snap
-        .job_versions
-        .keys()
-        .map(|(key, _)| key)
-        .filter(|key| !draft.snap.jobs.contains_key(*key))
-        .cloned()
-        .collect();
-    for key in orphans {
+    if report.full() {
+        return Ok(());
+    }
+    let versions = draft.snap.job_versions.clone();
+    let mut last: Option<&JobKey> = None;
+    for (key, _) in versions.keys() {
+        if last == Some(key) || draft.snap.jobs.contains_key(key) {
+            last = Some(key);
+            continue;
+        }
+        last = Some(key);
         if report.full() {
             return Ok(());
         }
-        report.job_versions += draft.unit(|draft| Ok(draft.purge_job(&key)))?;
+        report.job_versions += draft.unit(|draft| Ok(draft.purge_job(key)))?;
     }
     Ok(())
 }

@@ -841,3 +841,72 @@ async fn a_command_failing_after_a_change_in_a_batch_changes_nothing_while_the_o
 
 #[path = "split_tests.rs"]
 mod split;
+
+#[tokio::test]
+async fn a_collection_larger_than_one_pass_goes_in_bounded_passes_until_nothing_is_left() {
+    let h = harness().await;
+    // Each stopped job leaves two versions and two complete evaluations: five records.
+    let jobs = gc::MAX_REMOVALS / 2;
+    for i in 0..jobs {
+        let id = format!("done-{i:04}");
+        h.store.apply(register(job(&id, 0))).await.expect("job");
+        h.store
+            .apply(Command::DeregisterJob(DeregisterJob {
+                namespace: DEFAULT_NAMESPACE.to_owned(),
+                job_id: id,
+                purge: false,
+                eval_priority: None,
+            }))
+            .await
+            .expect("stopped");
+    }
+    let evals: Vec<Evaluation> = h
+        .store
+        .snapshot()
+        .evals
+        .values()
+        .map(|eval| Evaluation {
+            status: EVAL_STATUS_COMPLETE.to_owned(),
+            ..(**eval).clone()
+        })
+        .collect();
+    h.store
+        .apply(Command::UpsertEvals(evals))
+        .await
+        .expect("evaluations complete");
+    let pass = GcPass {
+        now: crate::clock::now_nanos(),
+        thresholds: Thresholds {
+            eval: 0,
+            batch_eval: 0,
+            job: 0,
+            node: 0,
+        },
+        force: true,
+    };
+    let mut passes = Vec::new();
+    loop {
+        let applied = h.store.apply(Command::Gc(pass)).await.expect("collected");
+        let Outcome::Gc(report) = applied.outcome else {
+            panic!("not a gc report");
+        };
+        passes.push(report);
+        if !report.more {
+            break;
+        }
+    }
+    assert!(passes.len() >= 3, "{passes:?}");
+    for report in &passes {
+        // A pass stops at the first job after it is full: at most one job's records over.
+        let total = report.evals + report.allocs + report.jobs + report.job_versions;
+        assert!(total < gc::MAX_REMOVALS + 5, "{report:?}");
+    }
+    let removed: usize = passes.iter().map(|report| report.jobs).sum();
+    assert_eq!(removed, jobs);
+    let snap = h.store.snapshot();
+    assert!(snap.jobs.is_empty() && snap.job_versions.is_empty() && snap.evals.is_empty());
+    assert!(snap.evals_by_job.is_empty());
+    h.shutdown.cancel();
+    let reloaded = StateStore::open(h.storage.clone()).await.expect("reopen");
+    assert!(reloaded.snapshot().jobs.is_empty() && reloaded.snapshot().evals.is_empty());
+}

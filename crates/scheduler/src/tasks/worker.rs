@@ -15,6 +15,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::State;
@@ -30,15 +31,30 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Takes evaluations from the broker until `term` ends; an evaluation taken is always
 /// finished (and acked) first.
-pub(crate) async fn run(state: State, term: CancellationToken) {
+pub(crate) async fn run(state: State, term: CancellationToken, slots: Arc<Semaphore>) {
     let broker = state.broker().clone();
     while let Some(eval) = broker.dequeue(&term).await {
-        process(&state, &eval, &term).await;
+        process(&state, &eval, &term, &slots).await;
         broker.ack(&eval);
     }
 }
 
-async fn process(state: &State, queued: &Arc<Evaluation>, term: &CancellationToken) {
+/// How many workers may compute a placement at once: one runtime thread fewer than the
+/// runtime has (at least one), so CPU-bound placements never hold every thread while the
+/// state writer, whose batches every worker waits on, and the HTTP handlers wait to run.
+pub(crate) fn placement_slots() -> Arc<Semaphore> {
+    let threads = tokio::runtime::Handle::try_current()
+        .map(|handle| handle.metrics().num_workers())
+        .unwrap_or(1);
+    Arc::new(Semaphore::new(threads.saturating_sub(1).max(1)))
+}
+
+async fn process(
+    state: &State,
+    queued: &Arc<Evaluation>,
+    term: &CancellationToken,
+    slots: &Semaphore,
+) {
     let store = state.store();
     for attempt in 1..=MAX_PLAN_ATTEMPTS {
         let snapshot = store.snapshot();
@@ -54,7 +70,12 @@ async fn process(state: &State, queued: &Arc<Evaluation>, term: &CancellationTok
             seed: rand::random(),
             stopwatch: monotonic_nanos,
         };
-        let plan = placement::compute(&snapshot, eval, &ctx);
+        let plan = {
+            let Ok(_slot) = slots.acquire().await else {
+                return;
+            };
+            placement::compute(&snapshot, eval, &ctx)
+        };
         match store.apply(Command::ApplyPlan(Box::new(plan))).await {
             Ok(Applied {
                 outcome: Outcome::Plan(result),
