@@ -64,6 +64,21 @@ impl GcPass {
     fn old_enough(&self, modified: i64, threshold: i64) -> bool {
         self.force || modified <= self.now.saturating_sub(threshold)
     }
+
+    /// A forced pass now with every threshold at zero: what the state tests collect with.
+    #[cfg(test)]
+    pub(crate) fn everything_now() -> GcPass {
+        GcPass {
+            now: crate::clock::now_nanos(),
+            thresholds: Thresholds {
+                eval: 0,
+                batch_eval: 0,
+                job: 0,
+                node: 0,
+            },
+            force: true,
+        }
+    }
 }
 
 /// What one pass removed, by kind.

@@ -440,16 +440,7 @@ async fn a_client_report_and_a_collection_too_large_for_one_transaction_commit_i
         .await
         .expect("evaluations complete");
     let applied = store
-        .apply(Command::Gc(GcPass {
-            now: crate::clock::now_nanos(),
-            thresholds: Thresholds {
-                eval: 0,
-                batch_eval: 0,
-                job: 0,
-                node: 0,
-            },
-            force: true,
-        }))
+        .apply(Command::Gc(GcPass::everything_now()))
         .await
         .expect("collected");
     let Outcome::Gc(report) = applied.outcome else {

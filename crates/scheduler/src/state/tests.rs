@@ -874,16 +874,7 @@ async fn a_collection_larger_than_one_pass_goes_in_bounded_passes_until_nothing_
         .apply(Command::UpsertEvals(evals))
         .await
         .expect("evaluations complete");
-    let pass = GcPass {
-        now: crate::clock::now_nanos(),
-        thresholds: Thresholds {
-            eval: 0,
-            batch_eval: 0,
-            job: 0,
-            node: 0,
-        },
-        force: true,
-    };
+    let pass = GcPass::everything_now();
     let mut passes = Vec::new();
     loop {
         let applied = h.store.apply(Command::Gc(pass)).await.expect("collected");
