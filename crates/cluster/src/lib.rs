@@ -84,7 +84,11 @@ impl ServerInfo {
     /// `/v1/status/leader` and Nomad's report a server.
     pub fn addr(&self, service: &str) -> Option<&str> {
         let url = self.url(service)?;
-        Some(url.split_once("://").map_or(url, |(_, rest)| rest))
+        // The scheme ends at the first `:` (a byte search, no substring searcher).
+        Some(match url.split_once(':') {
+            Some((_, rest)) if rest.starts_with("//") => &rest[2..],
+            _ => url,
+        })
     }
 }
 
@@ -112,6 +116,14 @@ pub trait Leadership: Send + Sync + fmt::Debug + 'static {
     /// election in progress, or this server cannot reach the store).
     fn leader(&self) -> Option<ServerInfo> {
         self.is_leader().then(|| self.this_server())
+    }
+
+    /// The leader's `host:port` for `service` (`""` when it does not run there); `None` while
+    /// no leader is known. What `/v1/status/leader` answers on every poll: implementations
+    /// that keep the leader at hand answer without building a whole [`ServerInfo`].
+    fn leader_addr(&self, service: &str) -> Option<String> {
+        self.leader()
+            .map(|leader| leader.addr(service).unwrap_or_default().to_owned())
     }
 
     /// Whether a leader is known now (`leader().is_some()`, without building it): the
@@ -185,6 +197,14 @@ impl Leadership for AlwaysLeader {
 
     fn this_server(&self) -> ServerInfo {
         self.server.clone()
+    }
+
+    fn is_leader(&self) -> bool {
+        true
+    }
+
+    fn leader_addr(&self, service: &str) -> Option<String> {
+        Some(self.server.addr(service).unwrap_or_default().to_owned())
     }
 
     fn knows_leader(&self) -> bool {
@@ -401,6 +421,17 @@ mod tests {
     }
 
     #[test]
+    fn a_server_address_is_its_url_without_the_scheme() {
+        let server = ServerInfo::new("one", "host")
+            .with_url("registry", "http://127.0.0.1:8500")
+            .with_url("secrets", "https://[::1]:8200")
+            .with_url("bare", "10.0.0.1:4646");
+        assert_eq!(server.addr("registry"), Some("127.0.0.1:8500"));
+        assert_eq!(server.addr("secrets"), Some("[::1]:8200"));
+        assert_eq!(server.addr("bare"), Some("10.0.0.1:4646"));
+    }
+
+    #[test]
     fn a_single_server_is_its_own_leader_and_only_peer() {
         let me = ServerInfo::new("one", "host").with_url("registry", "http://127.0.0.1:8500");
         let leadership = AlwaysLeader::serving(me.clone());
@@ -410,12 +441,18 @@ mod tests {
         assert_eq!(leadership.peers(), vec![me.clone()]);
         assert_eq!(me.addr("registry"), Some("127.0.0.1:8500"));
         assert_eq!(me.addr("secrets"), None);
+        assert_eq!(
+            leadership.leader_addr("registry").as_deref(),
+            Some("127.0.0.1:8500")
+        );
+        assert_eq!(leadership.leader_addr("secrets").as_deref(), Some(""));
         let follower = ManualLeadership::new(false);
         assert_eq!(
             follower.leader(),
             None,
             "a follower of nobody knows no leader"
         );
+        assert_eq!(follower.leader_addr("registry"), None);
     }
 
     #[tokio::test]

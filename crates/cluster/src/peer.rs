@@ -176,6 +176,10 @@ impl Leadership for WithPeerTls {
         self.inner.leader()
     }
 
+    fn leader_addr(&self, service: &str) -> Option<String> {
+        self.inner.leader_addr(service)
+    }
+
     fn knows_leader(&self) -> bool {
         self.inner.knows_leader()
     }

@@ -39,11 +39,17 @@ pub(crate) fn copy_prefixed(headers: &mut HeaderMap, from_prefix: &str, to_prefi
     // no target name yet (then no target needs looking up).
     let mut sources = 0;
     let mut targets_present = false;
+    // Both prefixes start with `x-`: any other name (most of them) is passed over at once.
+    let both_x = from_prefix.starts_with("x-") && to_prefix.starts_with("x-");
     for name in headers.keys() {
-        if strip_prefix_ignore_case(name.as_str(), from_prefix).is_some() {
+        let name = name.as_str();
+        if both_x && !name.starts_with("x-") {
+            continue;
+        }
+        if strip_prefix_ignore_case(name, from_prefix).is_some() {
             sources += 1;
         }
-        if strip_prefix_ignore_case(name.as_str(), to_prefix).is_some() {
+        if strip_prefix_ignore_case(name, to_prefix).is_some() {
             targets_present = true;
         }
     }

@@ -101,7 +101,16 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        // Eight bytes at a time while none of them needs an escape.
+        // Sixteen, then eight bytes at a time while none of them needs an escape.
+        if let Some(chunk) = bytes.get(i..i + 16) {
+            let (low, high) = chunk.split_at(8);
+            let low = u64::from_le_bytes(low.try_into().unwrap_or([0; 8]));
+            let high = u64::from_le_bytes(high.try_into().unwrap_or([0; 8]));
+            if !needs_escape(low) && !needs_escape(high) {
+                i += 16;
+                continue;
+            }
+        }
         if let Some(chunk) = bytes.get(i..i + 8) {
             let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
             if !needs_escape(word) {
@@ -181,11 +190,12 @@ mod tests {
             "héllo wörld — ✓ 🦀 ünïcödé spanning eight-byte chunks".to_owned(),
             "x".repeat(256),
         ];
-        // Every byte value below 0x80 at every offset of a 17-byte string, so each escape
-        // class falls in a chunk, at a chunk's edge and in the tail.
+        // Every byte value below 0x80 at every offset of a 41-byte string (16 + 16 + 8 + 1),
+        // so each escape class falls in both halves of a 16-byte step, in an 8-byte step, at
+        // a step's edge and in the tail.
         for byte in 0u8..0x80 {
-            for at in 0..17 {
-                let mut text: Vec<u8> = b"abcdefghijklmnopq".to_vec();
+            for at in 0..41 {
+                let mut text: Vec<u8> = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNO".to_vec();
                 text[at] = byte;
                 samples.push(String::from_utf8(text).unwrap());
             }

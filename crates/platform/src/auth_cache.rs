@@ -250,6 +250,10 @@ impl Storage for Invalidating {
         self.inner.revision().await
     }
 
+    fn known_revision(&self) -> Option<Revision> {
+        self.inner.known_revision()
+    }
+
     async fn range_revision(&self, range: KeyRange) -> storage::Result<Revision> {
         self.inner.range_revision(range).await
     }

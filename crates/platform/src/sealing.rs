@@ -264,6 +264,10 @@ impl Storage for SealedStorage {
         self.inner.revision().await
     }
 
+    fn known_revision(&self) -> Option<Revision> {
+        self.inner.known_revision()
+    }
+
     async fn range_revision(&self, range: KeyRange) -> storage::Result<Revision> {
         self.inner.range_revision(range).await
     }

@@ -190,9 +190,7 @@ impl State {
     pub(crate) fn leader_addr(&self) -> Option<String> {
         match &self.inner.config.cluster {
             None => Some(self.advertise_addr().to_string()),
-            Some(cluster) => cluster
-                .leader()
-                .map(|leader| leader.addr("registry").unwrap_or_default().to_owned()),
+            Some(cluster) => cluster.leader_addr("registry"),
         }
     }
 

@@ -255,8 +255,8 @@ pub(crate) fn set_index(headers: &mut HeaderMap, index: u64) {
 }
 
 /// Adds the leader headers to every response, and an index to any that lacks one (writes,
-/// errors, unknown paths): the store's current revision, which is O(1) to read. Reads set
-/// their own, narrower index.
+/// errors, unknown paths): the store's current revision, read in place where the store keeps
+/// it in memory (no future to box), else asked for. Reads set their own, narrower index.
 /// The registry's response finisher (run by the shared layer on every response): the leader
 /// headers, and the store's revision as the index where the handler set none.
 pub(crate) fn finish(state: State) -> http_kit::Finish {
@@ -270,6 +270,10 @@ pub(crate) fn finish(state: State) -> http_kit::Finish {
             );
         }
         if headers.contains_key(RegistryHeaders::INDEX) {
+            return None;
+        }
+        if let Some(index) = state.storage().known_revision() {
+            set_index(headers, index);
             return None;
         }
         let state = state.clone();

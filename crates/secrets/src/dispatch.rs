@@ -412,13 +412,19 @@ impl Envelope<'_> {
     /// the derived `Serialize` (tested), for a fraction of the CPU on a secret's long value.
     fn to_bytes(&self) -> Vec<u8> {
         use http_kit::json::{write_str, write_value};
-        let mut out = Vec::with_capacity(192);
+        // Room for the envelope and a small secret's data without growing (a grown buffer is
+        // copied once per doubling).
+        let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"{\"auth\":");
         write_value(&mut out, self.auth);
         out.extend_from_slice(b",\"data\":");
         write_value(&mut out, self.data);
         out.extend_from_slice(b",\"lease_duration\":");
-        out.extend_from_slice(self.lease_duration.to_string().as_bytes());
+        if self.lease_duration == 0 {
+            out.push(b'0');
+        } else {
+            out.extend_from_slice(self.lease_duration.to_string().as_bytes());
+        }
         out.extend_from_slice(b",\"lease_id\":");
         write_str(&mut out, self.lease_id);
         out.extend_from_slice(b",\"renewable\":");

@@ -369,6 +369,11 @@ impl Storage for RedbStorage {
         Ok(self.inner.revision.load(Ordering::Acquire))
     }
 
+    fn known_revision(&self) -> Option<Revision> {
+        self.check_open().ok()?;
+        Some(self.inner.revision.load(Ordering::Acquire))
+    }
+
     async fn range_revision(&self, range: KeyRange) -> Result<Revision> {
         self.inner
             .shared

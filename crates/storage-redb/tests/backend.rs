@@ -34,6 +34,11 @@ fn reopen_keeps_contents_revision_tombstones_and_history() {
 
         let store = RedbStorage::open(&path).expect("reopen");
         assert_eq!(store.revision().await.expect("revision"), 4);
+        assert_eq!(
+            store.known_revision(),
+            Some(4),
+            "redb keeps its revision in memory"
+        );
         let a = store.get(b"a").await.expect("get").expect("a");
         assert_eq!(
             (

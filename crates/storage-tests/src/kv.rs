@@ -487,6 +487,14 @@ pub async fn revisions_start_at_zero_and_grow_by_one_per_writing_txn(make: &dyn 
         revision(&*store).await,
         "revision after the first write",
     );
+    // Where a store knows its revision without I/O, it is the one `revision` answers.
+    if let Some(known) = store.known_revision() {
+        assert_eq!(
+            known,
+            revision(&*store).await,
+            "known_revision after a write"
+        );
+    }
 
     // Failed compares with no failure ops: nothing written.
     let failed = txn(

@@ -271,6 +271,10 @@ impl<S: Storage, G: Send + Sync + 'static> Storage for Guarded<S, G> {
         self.store.revision().await
     }
 
+    fn known_revision(&self) -> Option<Revision> {
+        self.store.known_revision()
+    }
+
     async fn range_revision(&self, range: KeyRange) -> Result<Revision> {
         self.store.range_revision(range).await
     }

@@ -41,6 +41,11 @@ pub async fn close_fails_later_calls_with_closed(make: &dyn MakeStore) {
     assert_closed(store.txn(Txn::put("b", "2")).await, "txn");
     assert_closed(store.txn(Txn::new()).await, "empty txn");
     assert_closed(store.revision().await, "revision");
+    assert_eq!(
+        store.known_revision(),
+        None,
+        "a closed store knows no revision"
+    );
     assert_closed(
         store.range_revision(KeyRange::all()).await,
         "range_revision",

@@ -336,6 +336,13 @@ pub trait Storage: Send + Sync + fmt::Debug + 'static {
     /// The revision of the last committed transaction.
     async fn revision(&self) -> Result<Revision>;
 
+    /// [`Storage::revision`] when this store knows it without I/O (the embedded stores keep
+    /// it in memory); `None` otherwise, or when the store is closed: then ask `revision`.
+    /// What a response header that names the store's revision reads on every request.
+    fn known_revision(&self) -> Option<Revision> {
+        None
+    }
+
     /// The revision of the last change (put or delete) to any key in `range`, or 0 if the range
     /// never changed. Deletions are remembered until compaction; after that the compaction
     /// revision stands in for them, so the answer never goes backwards for a range.

@@ -383,6 +383,10 @@ impl Storage for MemStorage {
         Ok(self.open()?.revision)
     }
 
+    fn known_revision(&self) -> Option<Revision> {
+        Some(self.open().ok()?.revision)
+    }
+
     async fn range_revision(&self, range: KeyRange) -> Result<Revision> {
         let state = self.open()?;
         if range.is_empty() {
