@@ -5,7 +5,8 @@
 //!
 //! Why [`Json`] rather than axum's: axum serialises through a `BytesMut` writer, one
 //! `put_slice` call per token, which cost a health answer more than the rest of its handler;
-//! `serde_json::to_vec` writes into a `Vec` it grows in place.
+//! [`Json`] writes into a `Vec` it grows in place, through `json_ser` (a compact serde
+//! serialiser whose strings go through [`write_str`]; its bytes are `serde_json::to_vec`'s).
 //!
 //! Why: a secret's value is a long string, and `serde_json`'s escape visits it byte by byte
 //! through a table; that loop was the largest single cost of a kv read after the HTTP path.
@@ -24,8 +25,9 @@ use serde_json::Value;
 use crate::INTERNAL_ERROR_MESSAGE;
 
 /// A `200 application/json` response of `T` (wrap it in a tuple with a status for another),
-/// as axum's `Json` responds, with the body written by `serde_json::to_vec`. A value that
-/// cannot be serialised is a logged 500.
+/// as axum's `Json` responds, with the body `serde_json::to_vec` would write (written by
+/// `json_ser`, which escapes strings through [`write_str`]). A value that cannot be
+/// serialised is a logged 500.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Json<T>(pub T);
 
@@ -37,7 +39,7 @@ impl<T: Serialize> IntoResponse for Json<T> {
 
 /// The `200 application/json` response of `value`, or a logged 500.
 pub(crate) fn json_response<T: Serialize + ?Sized>(value: &T) -> Response {
-    match serde_json::to_vec(value) {
+    match crate::json_ser::to_vec(value) {
         Ok(body) => {
             let mut response = Response::new(axum::body::Body::from(body));
             response.headers_mut().insert(
@@ -101,7 +103,7 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        // Sixteen, then eight bytes at a time while none of them needs an escape.
+        // Sixteen, then eight bytes a step while none of them needs an escape.
         if let Some(chunk) = bytes.get(i..i + 16) {
             let (low, high) = chunk.split_at(8);
             let low = u64::from_le_bytes(low.try_into().unwrap_or([0; 8]));
@@ -118,37 +120,55 @@ pub fn write_str(out: &mut Vec<u8>, text: &str) {
                 continue;
             }
         }
-        let byte = bytes[i];
-        let escape: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x00..=0x1f => {
+        // The next eight bytes (or the short tail, or a short string) one at a time through a
+        // table, as serde_json does: no per-byte branch on the byte's class.
+        let stop = bytes.len().min(i + 8);
+        while i < stop {
+            let byte = bytes[i];
+            if ESCAPED[usize::from(byte)] {
                 out.extend_from_slice(&bytes[start..i]);
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(byte >> 4)]);
-                out.push(HEX[usize::from(byte & 0xf)]);
-                i += 1;
-                start = i;
-                continue;
+                write_escape(out, byte);
+                start = i + 1;
             }
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(escape);
-        i += 1;
-        start = i;
+            i += 1;
+        }
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// The bytes a JSON string must escape: control characters, `"` and `\`.
+static ESCAPED: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// The escape of one byte [`ESCAPED`] names, as serde_json writes it.
+fn write_escape(out: &mut Vec<u8>, byte: u8) {
+    let short: &[u8] = match byte {
+        b'"' => b"\\\"",
+        b'\\' => b"\\\\",
+        0x08 => b"\\b",
+        0x0c => b"\\f",
+        b'\n' => b"\\n",
+        b'\r' => b"\\r",
+        b'\t' => b"\\t",
+        _ => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xf)]);
+            return;
+        }
+    };
+    out.extend_from_slice(short);
 }
 
 /// Whether any of the eight bytes in `word` is a control character (< 0x20), `"` or `\`.

@@ -48,6 +48,7 @@ mod error;
 mod extract;
 mod headers;
 pub mod json;
+mod json_ser;
 mod keep_alive;
 mod layers;
 mod logging;
