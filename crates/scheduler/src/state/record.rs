@@ -4,27 +4,35 @@
 //! Where it sits: `draft.rs` encodes every job version, submission, allocation, node and
 //! evaluation through [`encode`]; `load.rs` and `follow.rs` decode them with plain
 //! `serde_json::from_slice`. Every stored type reads a missing field as the value the type's
-//! `Default` gives it (`#[serde(default)]` on each struct of `scheduler-structs`), so dropping a
-//! field equal to its default changes nothing a reader sees, while an allocation's record loses
-//! about a third of its bytes (empty maps and lists, zero counters, empty strings, nulls).
+//! `Default` gives it (`#[serde(default)]` on each struct of `scheduler-structs`, each `Default`
+//! derived), so dropping a field equal to its default changes nothing a reader sees, while an
+//! allocation's record loses about half of its bytes (empty maps and lists, zero counters, empty
+//! strings, nulls). That holds for a struct anywhere in a record: a field of the record's own
+//! struct is compared with the same field of the record type's default (a nested struct's
+//! fields with that struct's, recursively), and a struct that no field default reaches (in a
+//! list, a map or an option: an allocation's `Resources` and task states, a job's task groups)
+//! with its own type's default, found by its name ([`shape_of`]).
 //! The record is written in one pass by a JSON writer of its own ([`Compact`]: the text
 //! `serde_json` writes, with `http_kit::json`'s eight-bytes-at-a-time string escape, integers
 //! formatted in place and floats through `serde_json`), which compares each struct field with its
 //! default as it goes ([`Same`], stopping at the first difference) and leaves it out when equal.
 //! Each type's default is serialized once, member by member in the order its fields are
-//! written ([`Members`]), so a field finds its default without a lookup by name. The writer
-//! encodes every placed allocation on its serial path: this was a third of its work when
-//! written through `serde_json`'s serializer (byte-by-byte escapes of every field name and a
-//! lookup by name of every field's default).
+//! written ([`Members`], each with its quoted name), so a field finds its default without a
+//! lookup by name. The writer encodes every placed allocation on its serial path, and the store
+//! then inserts, logs and pages every byte: through `serde_json`'s serializer (byte-by-byte
+//! escapes of every field name, a lookup by name of every field's default) and with the
+//! structs in lists, maps and options written whole, this was most of the writer's work per
+//! placement.
 //!
 //! Invariants:
 //! - `decode(encode(x)) == x` for every stored type (tests below over realistic records).
-//! - Only fields of structs are dropped, compared with the same field of the type's default
-//!   (nested structs recursively); entries of maps and lists are kept as they are, since a map
-//!   has no per-key default. A field is dropped only when it is certainly equal (the comparison
-//!   answers "different" when unsure, which keeps a field that could have gone).
-//! - The written JSON is the record's `serde_json::to_value` with those fields removed (the
-//!   tests compare the two), its text as `serde_json` writes it (same escapes, same number
+//! - Only fields of structs are dropped, each compared with its default as above; entries of
+//!   maps and lists are kept as they are, since a map has no per-key default. A field is dropped
+//!   only when it is certainly equal (the comparison answers "different" when unsure, which
+//!   keeps a field that could have gone), and a struct is compared with its type's default only
+//!   when it writes as many fields as that default (else it is written whole).
+//! - The written JSON is the record's `serde_json::to_value` with such fields removed (the
+//!   tests check it), its text as `serde_json` writes it (same member order, escapes and number
 //!   text). A record this writer cannot write (a map key that is not a string or an integer,
 //!   which no stored type has) is stored whole as `serde_json::to_vec` writes it, which reads
 //!   back the same.
@@ -72,6 +80,8 @@ struct Members(Vec<Member>);
 
 struct Member {
     name: &'static str,
+    /// `"name":`, as the writer writes it before the field's value.
+    key: Box<[u8]>,
     value: Value,
     /// The member's own members, when its default is a struct (the defaults of its fields).
     nested: Option<Members>,
@@ -81,10 +91,12 @@ impl Members {
     /// The member named `name`: the one after the last found, as fields come in the order the
     /// default wrote them, else searched for (a field left out of the default, or of the record,
     /// by `skip_serializing_if`).
-    fn find(&self, next: &mut usize, name: &str) -> Option<&Member> {
+    fn find(&self, next: &mut usize, name: &'static str) -> Option<&Member> {
+        // The same field name is the same static string, almost always at the same address.
+        let named = |member: &Member| std::ptr::eq(member.name, name) || member.name == name;
         let at = match self.0.get(*next) {
-            Some(member) if member.name == name => *next,
-            _ => self.0.iter().position(|member| member.name == name)?,
+            Some(member) if named(member) => *next,
+            _ => self.0.iter().position(named)?,
         };
         *next = at + 1;
         self.0.get(at)
@@ -103,6 +115,79 @@ macro_rules! record {
 }
 
 record!(Allocation, Evaluation, Job, JobSubmission, Node);
+
+/// The members of a struct of `scheduler-structs` by the name its `Serialize` gives
+/// `serialize_struct` (its Rust name: none renames itself), for the structs no field default
+/// reaches: inside lists, maps and options. A missing field of such a struct reads back as its
+/// type's `Default` too (every type listed is `#[serde(default)]`, with a derived `Default`).
+/// `None` for any other name, or when `len` (the fields the value writes) is not the number of
+/// members (a field skipped when empty, or a type of the same name from elsewhere): the struct
+/// is then written whole.
+fn shape_of(name: &str, len: usize) -> Option<&'static Members> {
+    static SHAPES: OnceLock<stdx::hash::FastMap<&'static str, Members>> = OnceLock::new();
+    macro_rules! shapes {
+        ($($ty:ident),* $(,)?) => {{
+            let mut shapes = stdx::hash::FastMap::default();
+            $(
+                if let Ok(Some(members)) = <$ty>::default().serialize(Shape) {
+                    shapes.insert(stringify!($ty), members);
+                }
+            )*
+            shapes
+        }};
+    }
+    let members = SHAPES
+        .get_or_init(|| {
+            use crate::structs::*;
+            shapes!(
+                Allocation,
+                DesiredTransition,
+                RescheduleTracker,
+                RescheduleEvent,
+                AllocMetric,
+                NodeScoreMeta,
+                TaskState,
+                TaskEvent,
+                Evaluation,
+                Job,
+                TaskGroup,
+                Task,
+                Constraint,
+                Affinity,
+                Spread,
+                SpreadTarget,
+                RestartPolicy,
+                ReschedulePolicy,
+                EphemeralDisk,
+                JobSummary,
+                TaskGroupSummary,
+                JobChildrenSummary,
+                JobSubmission,
+                Node,
+                DriverInfo,
+                NodeEvent,
+                Resources,
+                NetworkResource,
+                Port,
+                NodeResources,
+                NodeCpuResources,
+                NodeMemoryResources,
+                NodeDiskResources,
+                NodeReservedResources,
+                AllocatedResources,
+                AllocatedTaskResources,
+                AllocatedCpuResources,
+                AllocatedMemoryResources,
+                AllocatedSharedResources,
+                ServiceRegistration,
+                CheckResult,
+                NodeRuntimeReport,
+                ScheduleOverride,
+            )
+        })
+        .get(name)?;
+    (members.0.len() == len).then_some(members)
+}
 
 /// The record's stored bytes: written straight into the output, each struct field equal to the
 /// same field of `T::defaults()` left out (no intermediate `Value` tree: this runs for every
@@ -179,7 +264,8 @@ struct Compact<'o, 'd> {
 }
 
 impl<'o> Compact<'o, '_> {
-    /// A writer of a value that has no defaults.
+    /// A writer of a value that no field default reaches (an element of a list, a map's
+    /// value): its structs are compacted with their own type's defaults ([`shape_of`]).
     fn whole(out: &'o mut Vec<u8>) -> Compact<'o, 'static> {
         Compact { out, members: None }
     }
@@ -282,8 +368,13 @@ impl Fields<'_, '_> {
             return Ok(());
         }
         self.separate();
-        http_kit::json::write_str(self.out, name);
-        self.out.push(b':');
+        match member {
+            Some(member) => self.out.extend_from_slice(&member.key),
+            None => {
+                http_kit::json::write_str(self.out, name);
+                self.out.push(b':');
+            }
+        }
         value.serialize(Compact {
             out: self.out,
             members: member.and_then(|member| member.nested.as_ref()),
@@ -491,11 +582,12 @@ impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
             close: b"}",
         })
     }
-    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Fields<'o, 'd>, Stop> {
+    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Fields<'o, 'd>, Stop> {
         self.out.push(b'{');
         Ok(Fields {
             out: self.out,
-            members: self.members,
+            // A struct no field default reaches (in a list, a map, an option): its type's.
+            members: self.members.or_else(|| shape_of(name, len)),
             next: 0,
             first: true,
             close: b"}",
@@ -980,8 +1072,12 @@ impl ser::SerializeStruct for ShapeStruct {
         } else {
             None
         };
+        let mut quoted = Vec::with_capacity(key.len() + 3);
+        http_kit::json::write_str(&mut quoted, key);
+        quoted.push(b':');
         self.0.push(Member {
             name: key,
+            key: quoted.into_boxed_slice(),
             value: default,
             nested,
         });
@@ -1189,27 +1285,22 @@ mod tests {
     use super::*;
     use crate::structs::*;
 
-    /// What `encode` must equal: the record as a `Value` with the members equal to the
-    /// defaults' dropped (the former two-pass encoding).
-    fn through_value<T: Record>(value: &T) -> Value {
-        fn strip(value: &mut Value, defaults: &Value) {
-            let (Value::Object(fields), Value::Object(defaults)) = (value, defaults) else {
-                return;
-            };
-            fields.retain(|name, field| match defaults.get(name) {
-                Some(default) if field == default => false,
-                Some(default) => {
-                    strip(field, default);
-                    true
-                }
-                None => true,
-            });
+    /// Whether `written` is `full` with members left out: every member it writes is the same
+    /// member of `full` (objects recursively, lists element by element).
+    fn within(written: &Value, full: &Value) -> bool {
+        match (written, full) {
+            (Value::Object(written), Value::Object(full)) => written
+                .iter()
+                .all(|(name, member)| full.get(name).is_some_and(|f| within(member, f))),
+            (Value::Array(written), Value::Array(full)) => {
+                written.len() == full.len() && written.iter().zip(full).all(|(w, f)| within(w, f))
+            }
+            _ => written == full,
         }
-        let mut tree = serde_json::to_value(value).expect("to_value");
-        strip(&mut tree, T::defaults().value());
-        tree
     }
 
+    /// Checks what `encode` writes: it reads back equal; it is the record's `to_value` with
+    /// members left out; a member left out of the record itself equals its default there.
     fn roundtrip<T>(value: &T) -> usize
     where
         T: Record + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
@@ -1218,7 +1309,16 @@ mod tests {
         let back: T = serde_json::from_slice(&bytes).expect("decode");
         assert_eq!(&back, value);
         let written: Value = serde_json::from_slice(&bytes).expect("json");
-        assert_eq!(written, through_value(value));
+        let full = serde_json::to_value(value).expect("to_value");
+        assert!(within(&written, &full), "{written} is not within {full}");
+        let (Value::Object(written), Value::Object(full)) = (&written, &full) else {
+            panic!("not an object: {written}");
+        };
+        for (name, member) in full {
+            if !written.contains_key(name) {
+                assert_eq!(Some(member), T::defaults().value().get(name), "{name}");
+            }
+        }
         bytes.len()
     }
 
@@ -1368,18 +1468,74 @@ mod tests {
             String::from_utf8(whole(&everything)).unwrap(),
             serde_json::to_string(&everything).unwrap()
         );
+    }
+
+    /// Structs in lists, maps and options are written without the fields equal to their own
+    /// type's default; entries of maps and lists stay.
+    #[test]
+    fn structs_no_field_default_reaches_are_compacted_by_their_type() {
         let alloc = busy_allocation();
-        assert_eq!(whole(&alloc), serde_json::to_vec(&alloc).unwrap());
-        let job = Job {
-            id: "web".to_owned(),
-            task_groups: vec![TaskGroup {
-                name: "app".to_owned(),
-                count: 3,
-                ..TaskGroup::default()
-            }],
-            ..Job::default()
+        let compact = roundtrip(&alloc);
+        let bytes = encode(&alloc).expect("encode");
+        let written: Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(
+            written["Resources"],
+            serde_json::json!({"CPU": 100, "MemoryMB": 64, "DiskMB": 300})
+        );
+        assert_eq!(
+            written["TaskResources"],
+            serde_json::json!({"app": {"CPU": 100, "MemoryMB": 64}})
+        );
+        assert_eq!(
+            written["AllocatedResources"]["Tasks"]["app"],
+            serde_json::json!({
+                "Cpu": {"CpuShares": 100},
+                "Memory": {"MemoryMB": 64},
+                "Networks": [{"Mode": "host"}],
+            })
+        );
+        let scored = &written["Metrics"]["ScoreMetaData"];
+        assert_eq!(scored.as_array().map(Vec::len), Some(5));
+        assert_eq!(scored[0]["Scores"]["job-anti-affinity"], 0.0);
+        let state = &written["TaskStates"]["app"];
+        assert_eq!(state["Restarts"], 2);
+        assert!(state.get("Failed").is_none(), "{state}");
+        assert_eq!(
+            state["Events"][0].as_object().map(|event| event.len()),
+            Some(4),
+            "{state}"
+        );
+        let plain = serde_json::to_vec(&alloc).expect("plain").len();
+        assert!(compact * 5 < plain * 3, "{compact} of {plain} bytes");
+        let mut node = Node {
+            id: "n1".to_owned(),
+            ..Node::default()
         };
-        assert_eq!(whole(&job), serde_json::to_vec(&job).unwrap());
+        node.events.push(NodeEvent {
+            message: "up".to_owned(),
+            ..NodeEvent::default()
+        });
+        roundtrip(&node);
+        // A type whose field is skipped when zero writes one more field than its default
+        // when that field is set: then written whole; read back the same either way.
+        let checks = vec![
+            CheckResult {
+                status_code: 200,
+                status: "success".to_owned(),
+                ..CheckResult::default()
+            },
+            CheckResult {
+                status: "pending".to_owned(),
+                ..CheckResult::default()
+            },
+        ];
+        let written = whole(&checks);
+        assert_eq!(
+            String::from_utf8(written.clone()).unwrap(),
+            r#"[{"ID":"","Check":"","Group":"","Mode":"","Output":"","Service":"","Status":"success","StatusCode":200,"Timestamp":0},{"Status":"pending"}]"#
+        );
+        let back: Vec<CheckResult> = serde_json::from_slice(&written).expect("decode");
+        assert_eq!(back, checks);
     }
 
     /// A map key `Compact` does not write (a boolean): the record is stored whole, as
