@@ -476,6 +476,12 @@ impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
         write_number(self.out, v)
     }
     fn serialize_f64(self, v: f64) -> Written {
+        // The float most records hold (a score that did not apply), written as `serde_json`
+        // writes it without the formatter's round trip.
+        if v.to_bits() == 0 {
+            self.out.extend_from_slice(b"0.0");
+            return Ok(());
+        }
         write_number(self.out, v)
     }
     fn serialize_char(self, v: char) -> Written {
