@@ -228,16 +228,36 @@ impl ser::Error for Stop {
 
 type Written = Result<(), Stop>;
 
+/// The two digits of every number below 100, in order: "00", "01", ... "99".
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// Appends `value` in decimal (a record holds a score of them, most timestamps of 19 digits:
+/// two digits a step).
 fn write_u64(out: &mut Vec<u8>, mut value: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
-    loop {
+    while value >= 100 {
+        let pair = (value % 100) as usize * 2;
+        value /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if value >= 10 {
+        let pair = value as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
+        digits[at] = b'0' + value as u8;
     }
     out.extend_from_slice(&digits[at..]);
 }
@@ -1542,6 +1562,26 @@ mod tests {
         );
         let back: Vec<CheckResult> = serde_json::from_slice(&written).expect("decode");
         assert_eq!(back, checks);
+    }
+
+    #[test]
+    fn integers_are_their_decimal_text() {
+        let mut samples: Vec<u64> = (0..1000).collect();
+        let mut power = 1u64;
+        while let Some(next) = power.checked_mul(10) {
+            samples.extend([power - 1, power, power + 1, next - 1]);
+            power = next;
+        }
+        samples.extend([u64::MAX, u64::MAX - 1, 1_795_874_641_540_756_952]);
+        for value in samples {
+            let mut out = Vec::new();
+            write_u64(&mut out, value);
+            assert_eq!(out, value.to_string().into_bytes());
+            let signed = i64::try_from(value).map_or(i64::MIN, |value| -value);
+            let mut out = Vec::new();
+            write_i64(&mut out, signed);
+            assert_eq!(out, signed.to_string().into_bytes());
+        }
     }
 
     /// A map key `Compact` does not write (a boolean): the record is stored whole, as
