@@ -6,7 +6,7 @@
 //! `serde_json::from_slice`. Every stored type reads a missing field as the value the type's
 //! `Default` gives it (`#[serde(default)]` on each struct of `scheduler-structs`, each `Default`
 //! derived), so dropping a field equal to its default changes nothing a reader sees, while an
-//! allocation's record loses about half of its bytes (empty maps and lists, zero counters, empty
+//! allocation's record loses some 40 % of its bytes (empty maps and lists, zero counters, empty
 //! strings, nulls). That holds for a struct anywhere in a record: a field of the record's own
 //! struct is compared with the same field of the record type's default (a nested struct's
 //! fields with that struct's, recursively), and a struct that no field default reaches (in a
