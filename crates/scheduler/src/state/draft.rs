@@ -23,12 +23,13 @@
 
 use std::sync::Arc;
 
+use imbl::OrdSet;
 use storage::{Compare, Op, TxnLimits};
 
 use super::record::encode;
 use super::{Snapshot, keys};
 use crate::Error;
-use crate::structs::{Allocation, Evaluation, Job, JobKey, JobSubmission, Node};
+use crate::structs::{Allocation, Comparable, Evaluation, Job, JobKey, JobSubmission, Node};
 
 #[derive(Debug)]
 pub(crate) struct Draft {
@@ -412,32 +413,57 @@ impl Draft {
         let alloc = Arc::clone(shared);
         if let Some(old) = &old {
             if !old.terminal() {
-                let mut usage = self.snap.node_used(&old.node_id);
-                usage.subtract(&old.allocated_resources.comparable());
-                self.snap.node_usage.insert(old.node_id.clone(), usage);
+                self.change_usage(&old.node_id, |usage| {
+                    usage.subtract(&old.allocated_resources.comparable());
+                });
             }
             if old.terminal() != alloc.terminal() {
                 self.capacity_changed = true;
             }
         }
         if !alloc.terminal() {
-            let mut usage = self.snap.node_used(&alloc.node_id);
-            usage.add(&alloc.allocated_resources.comparable());
-            self.snap.node_usage.insert(alloc.node_id.clone(), usage);
+            self.change_usage(&alloc.node_id, |usage| {
+                usage.add(&alloc.allocated_resources.comparable());
+            });
         }
-        self.snap
-            .allocs_by_node
-            .entry(alloc.node_id.clone())
-            .or_default()
-            .insert(alloc.id.clone());
-        self.snap
-            .allocs_by_job
-            .entry(JobKey::new(&alloc.namespace, &alloc.job_id))
-            .or_default()
-            .insert(alloc.id.clone());
+        // Each index changed in one descent where the entry exists (a lookup and then an
+        // insert or entry would walk the persistent map twice).
+        match self.snap.allocs_by_node.get_mut(&alloc.node_id) {
+            Some(ids) => {
+                ids.insert(alloc.id.clone());
+            }
+            None => {
+                self.snap
+                    .allocs_by_node
+                    .insert(alloc.node_id.clone(), OrdSet::unit(alloc.id.clone()));
+            }
+        }
+        let job = JobKey::new(&alloc.namespace, &alloc.job_id);
+        match self.snap.allocs_by_job.get_mut(&job) {
+            Some(ids) => {
+                ids.insert(alloc.id.clone());
+            }
+            None => {
+                self.snap
+                    .allocs_by_job
+                    .insert(job, OrdSet::unit(alloc.id.clone()));
+            }
+        }
         self.snap.allocs.insert(alloc.id.clone(), alloc);
         self.snap.tables.allocs = index;
         Ok(())
+    }
+
+    /// Changes what a node's live allocations use (from nothing if it had none).
+    fn change_usage(&mut self, node_id: &str, change: impl FnOnce(&mut Comparable)) {
+        match self.snap.node_usage.get_mut(node_id) {
+            Some(usage) => change(usage),
+            None => {
+                let mut usage = Comparable::default();
+                change(&mut usage);
+                self.snap.node_usage.insert(node_id.to_owned(), usage);
+            }
+        }
     }
 
     pub(crate) fn put_node(&mut self, mut node: Node) -> Result<Arc<Node>, Error> {

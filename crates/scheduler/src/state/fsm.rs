@@ -574,11 +574,16 @@ fn apply_plan(draft: &mut Draft, plan: &mut Plan, now: i64) -> Result<PlanResult
         let Some(allocs) = plan.node_allocation.get_mut(node_id) else {
             continue;
         };
-        let mut placing: Vec<(bool, usize)> = allocs
-            .iter()
-            .enumerate()
-            .map(|(i, alloc)| (adds_work(draft, alloc), i))
-            .collect();
+        let mut placing: Vec<(bool, usize)> = if allocs.len() > 1 {
+            allocs
+                .iter()
+                .enumerate()
+                .map(|(i, alloc)| (adds_work(draft, alloc), i))
+                .collect()
+        } else {
+            // One placement on the node (the usual case): nothing to order.
+            vec![(true, 0)]
+        };
         placing.sort_by_key(|(adds, _)| *adds);
         for (_, i) in placing {
             let alloc = &mut allocs[i];
@@ -656,14 +661,15 @@ fn adds_work(draft: &Draft, alloc: &Allocation) -> bool {
 /// Whether a plan's changes on one node fit the node as it is now.
 fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
     let placing = plan.node_allocation.get(node_id);
-    let new_work = placing.into_iter().flatten().any(|alloc| {
-        !alloc.terminal()
-            && draft
-                .snap
-                .allocs
-                .get(&alloc.id)
-                .is_none_or(|old| old.terminal())
-    });
+    // Each placement with the version it replaces (looked up once).
+    let placing: Vec<(&Arc<Allocation>, Option<&Arc<Allocation>>)> = placing
+        .into_iter()
+        .flatten()
+        .map(|alloc| (alloc, draft.snap.allocs.get(&alloc.id)))
+        .collect();
+    let new_work = placing
+        .iter()
+        .any(|(alloc, old)| !alloc.terminal() && old.is_none_or(|old| old.terminal()));
     if !new_work {
         // Only stops and in-place updates: always allowed (even on a down node).
         return true;
@@ -682,8 +688,8 @@ fn node_fits(draft: &Draft, node_id: &str, plan: &Plan) -> bool {
             usage.subtract(&alloc.allocated_resources.comparable());
         }
     }
-    for alloc in placing.into_iter().flatten() {
-        if let Some(old) = draft.snap.allocs.get(&alloc.id)
+    for (alloc, old) in placing {
+        if let Some(old) = old
             && !old.terminal()
         {
             usage.subtract(&old.allocated_resources.comparable());

@@ -4,26 +4,43 @@
 //! Where it sits: `draft.rs` encodes every job version, submission, allocation, node and
 //! evaluation through [`encode`]; `load.rs` and `follow.rs` decode them with plain
 //! `serde_json::from_slice`. Every stored type reads a missing field as the value the type's
-//! `Default` gives it (`#[serde(default)]` on each struct of `scheduler-structs`), so dropping a
-//! field equal to its default changes nothing a reader sees, while an allocation's record loses
-//! about a third of its bytes (empty maps and lists, zero counters, empty strings, nulls).
-//! The record is written in one pass (a serializer that compares each field with its default
-//! as it goes, [`Same`], and leaves it out when equal), not built as a `Value` tree first: the
-//! writer encodes every placed allocation on its serial path.
+//! `Default` gives it (`#[serde(default)]` on each struct of `scheduler-structs`, each `Default`
+//! derived), so dropping a field equal to its default changes nothing a reader sees, while an
+//! allocation's record loses some 40 % of its bytes (empty maps and lists, zero counters, empty
+//! strings, nulls). That holds for a struct anywhere in a record: a field of the record's own
+//! struct is compared with the same field of the record type's default (a nested struct's
+//! fields with that struct's, recursively), and a struct that no field default reaches (in a
+//! list, a map or an option: an allocation's `Resources` and task states, a job's task groups)
+//! with its own type's default, found by its name ([`shape_of`]).
+//! The record is written in one pass by a JSON writer of its own ([`Compact`]: the text
+//! `serde_json` writes, with `http_kit::json`'s eight-bytes-at-a-time string escape, integers
+//! formatted in place and floats through `serde_json`), which compares each struct field with its
+//! default as it goes ([`Same`], stopping at the first difference) and leaves it out when equal.
+//! Each type's default is serialized once, member by member in the order its fields are
+//! written ([`Members`], each with its quoted name), so a field finds its default without a
+//! lookup by name. The writer encodes every placed allocation on its serial path, and the store
+//! then inserts, logs and pages every byte: through `serde_json`'s serializer (byte-by-byte
+//! escapes of every field name, a lookup by name of every field's default) and with the
+//! structs in lists, maps and options written whole, this was most of the writer's work per
+//! placement.
 //!
 //! Invariants:
 //! - `decode(encode(x)) == x` for every stored type (tests below over realistic records).
-//! - Only fields of structs are dropped, compared with the same field of the type's default
-//!   (nested structs recursively); entries of maps and lists are kept as they are, since a map
-//!   has no per-key default. A field is dropped only when it is certainly equal (the comparison
-//!   answers "different" when unsure, which keeps a field that could have gone).
-//! - The written JSON is the record's `serde_json::to_value` with those fields removed (the
-//!   tests compare the two).
+//! - Only fields of structs are dropped, each compared with its default as above; entries of
+//!   maps and lists are kept as they are, since a map has no per-key default. A field is dropped
+//!   only when it is certainly equal (the comparison answers "different" when unsure, which
+//!   keeps a field that could have gone), and a struct is compared with its type's default only
+//!   when it writes as many fields as that default (else it is written whole).
+//! - The written JSON is the record's `serde_json::to_value` with such fields removed (the
+//!   tests check it), its text as `serde_json` writes it (same member order, escapes and number
+//!   text). A record this writer cannot write (a map key that is not a string or an integer,
+//!   which no stored type has) is stored whole as `serde_json::to_vec` writes it, which reads
+//!   back the same.
 
 use std::sync::OnceLock;
 
 use serde::Serialize;
-use serde::ser::{self, SerializeMap, SerializeStruct};
+use serde::ser;
 use serde_json::Value;
 
 use crate::Error;
@@ -31,17 +48,67 @@ use crate::structs::{Allocation, Evaluation, Job, JobSubmission, Node};
 
 /// A type the writer stores, with its default serialized once.
 pub(super) trait Record: Serialize {
-    fn defaults() -> &'static Value;
+    fn defaults() -> &'static Defaults;
+}
+
+/// A stored type's default, serialized once: as a `Value`, and member by member.
+pub(super) struct Defaults {
+    #[cfg(test)]
+    value: Value,
+    /// `None` if the type is not a struct.
+    members: Option<Members>,
+}
+
+impl Defaults {
+    fn of<T: Serialize>(value: &T) -> Defaults {
+        Defaults {
+            #[cfg(test)]
+            value: serde_json::to_value(value).unwrap_or(Value::Null),
+            members: value.serialize(Shape).unwrap_or(None),
+        }
+    }
+
+    /// The default as a `Value` (what the tests strip records against).
+    #[cfg(test)]
+    pub(super) fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// A struct's members as its default writes them, in that order.
+struct Members(Vec<Member>);
+
+struct Member {
+    name: &'static str,
+    /// `"name":`, as the writer writes it before the field's value.
+    key: Box<[u8]>,
+    value: Value,
+    /// The member's own members, when its default is a struct (the defaults of its fields).
+    nested: Option<Members>,
+}
+
+impl Members {
+    /// The member named `name`: the one after the last found, as fields come in the order the
+    /// default wrote them, else searched for (a field left out of the default, or of the record,
+    /// by `skip_serializing_if`).
+    fn find(&self, next: &mut usize, name: &'static str) -> Option<&Member> {
+        // The same field name is the same static string, almost always at the same address.
+        let named = |member: &Member| std::ptr::eq(member.name, name) || member.name == name;
+        let at = match self.0.get(*next) {
+            Some(member) if named(member) => *next,
+            _ => self.0.iter().position(named)?,
+        };
+        *next = at + 1;
+        self.0.get(at)
+    }
 }
 
 macro_rules! record {
     ($($ty:ty),*) => {$(
         impl Record for $ty {
-            fn defaults() -> &'static Value {
-                static DEFAULTS: OnceLock<Value> = OnceLock::new();
-                DEFAULTS.get_or_init(|| {
-                    serde_json::to_value(<$ty>::default()).unwrap_or(Value::Null)
-                })
+            fn defaults() -> &'static Defaults {
+                static DEFAULTS: OnceLock<Defaults> = OnceLock::new();
+                DEFAULTS.get_or_init(|| Defaults::of(&<$ty>::default()))
             }
         }
     )*};
@@ -49,369 +116,778 @@ macro_rules! record {
 
 record!(Allocation, Evaluation, Job, JobSubmission, Node);
 
-/// The record's stored bytes: serialized straight into the output, each struct field equal to
-/// the same field of `T::defaults()` left out (no intermediate `Value` tree: this runs for every
+/// The members of a struct of `scheduler-structs` by the name its `Serialize` gives
+/// `serialize_struct` (its Rust name: none renames itself), for the structs no field default
+/// reaches: inside lists, maps and options. A missing field of such a struct reads back as its
+/// type's `Default` too (every type listed is `#[serde(default)]`, with a derived `Default`).
+/// `None` for any other name, or when `len` (the fields the value writes) is not the number of
+/// members (a field skipped when empty, or a type of the same name from elsewhere): the struct
+/// is then written whole.
+fn shape_of(name: &str, len: usize) -> Option<&'static Members> {
+    static SHAPES: OnceLock<stdx::hash::FastMap<&'static str, Members>> = OnceLock::new();
+    macro_rules! shapes {
+        ($($ty:ident),* $(,)?) => {{
+            let mut shapes = stdx::hash::FastMap::default();
+            $(
+                if let Ok(Some(members)) = <$ty>::default().serialize(Shape) {
+                    shapes.insert(stringify!($ty), members);
+                }
+            )*
+            shapes
+        }};
+    }
+    let members = SHAPES
+        .get_or_init(|| {
+            use crate::structs::*;
+            shapes!(
+                Allocation,
+                DesiredTransition,
+                RescheduleTracker,
+                RescheduleEvent,
+                AllocMetric,
+                NodeScoreMeta,
+                TaskState,
+                TaskEvent,
+                Evaluation,
+                Job,
+                TaskGroup,
+                Task,
+                Constraint,
+                Affinity,
+                Spread,
+                SpreadTarget,
+                RestartPolicy,
+                ReschedulePolicy,
+                EphemeralDisk,
+                JobSummary,
+                TaskGroupSummary,
+                JobChildrenSummary,
+                JobSubmission,
+                Node,
+                DriverInfo,
+                NodeEvent,
+                Resources,
+                NetworkResource,
+                Port,
+                NodeResources,
+                NodeCpuResources,
+                NodeMemoryResources,
+                NodeDiskResources,
+                NodeReservedResources,
+                AllocatedResources,
+                AllocatedTaskResources,
+                AllocatedCpuResources,
+                AllocatedMemoryResources,
+                AllocatedSharedResources,
+                ServiceRegistration,
+                CheckResult,
+                NodeRuntimeReport,
+                ScheduleOverride,
+            )
+        })
+        .get(name)?;
+    (members.0.len() == len).then_some(members)
+}
+
+/// The record's stored bytes: written straight into the output, each struct field equal to the
+/// same field of `T::defaults()` left out (no intermediate `Value` tree: this runs for every
 /// allocation a plan places, on the state writer's serial path).
 pub(super) fn encode<T: Record>(value: &T) -> Result<Vec<u8>, Error> {
-    let failed = |err: serde_json::Error| Error::Internal(format!("encoding a record: {err}"));
     let mut out = Vec::with_capacity(1024);
-    let mut serializer = serde_json::Serializer::new(&mut out);
-    value
-        .serialize(Compact {
-            ser: &mut serializer,
-            defaults: T::defaults(),
-        })
-        .map_err(failed)?;
-    Ok(out)
-}
-
-/// Serializes through `ser`, leaving out every field of a struct that is equal to the same
-/// member of `defaults` (an object), and recursing with that member as the defaults of a field
-/// that is itself an object there (a nested struct): what serializing to a `Value` and dropping
-/// those members gives, written directly. Maps, sequences and enum variants are written whole
-/// (the defaults never reach into them).
-struct Compact<'d, S> {
-    ser: S,
-    defaults: &'d Value,
-}
-
-/// A struct or map being written by [`Compact`]: a struct's fields equal to `defaults`' members
-/// are skipped (a map has no `defaults`).
-struct Fields<'d, M> {
-    map: M,
-    defaults: Option<&'d serde_json::Map<String, Value>>,
-}
-
-/// A member value written by [`Compact`] with the defaults of its own member.
-struct Nested<'d, 'v, T: ?Sized> {
-    value: &'v T,
-    defaults: &'d Value,
-}
-
-impl<T: Serialize + ?Sized> Serialize for Nested<'_, '_, T> {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        self.value.serialize(Compact {
-            ser,
-            defaults: self.defaults,
-        })
+    let written = value.serialize(Compact {
+        out: &mut out,
+        members: T::defaults().members.as_ref(),
+    });
+    match written {
+        Ok(()) => Ok(out),
+        // Something this writer does not write (see the invariants): the whole record.
+        Err(Stop) => serde_json::to_vec(value)
+            .map_err(|err| Error::Internal(format!("encoding a record: {err}"))),
     }
 }
 
-impl<'d, M: SerializeMap> Fields<'d, M> {
-    /// Writes one member unless it equals its default.
-    fn member<K, V>(&mut self, name: &str, key: &K, value: &V) -> Result<(), M::Error>
-    where
-        K: Serialize + ?Sized,
-        V: Serialize + ?Sized,
-    {
-        match self.defaults.and_then(|defaults| defaults.get(name)) {
-            Some(default) if value.serialize(Same(default)).unwrap_or(false) => Ok(()),
-            Some(default) if default.is_object() => self.map.serialize_entry(
-                key,
-                &Nested {
-                    value,
-                    defaults: default,
-                },
-            ),
-            _ => self.map.serialize_entry(key, value),
+/// Why a [`Compact`] write or a [`Same`] comparison stopped: the writer met what it does not
+/// write, or the comparison its first difference. Carries nothing (it is returned on every
+/// field that differs from its default, so it must cost nothing to make).
+#[derive(Debug)]
+struct Stop;
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stopped")
+    }
+}
+
+impl std::error::Error for Stop {}
+
+impl ser::Error for Stop {
+    fn custom<M: std::fmt::Display>(_message: M) -> Stop {
+        Stop
+    }
+}
+
+type Written = Result<(), Stop>;
+
+/// The two digits of every number below 100, in order: "00", "01", ... "99".
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// Appends `value` in decimal (a record holds a score of them, most timestamps of 19 digits:
+/// two digits a step).
+fn write_u64(out: &mut Vec<u8>, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    while value >= 100 {
+        let pair = (value % 100) as usize * 2;
+        value /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if value >= 10 {
+        let pair = value as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + value as u8;
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+fn write_i64(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, value.unsigned_abs());
+}
+
+/// A number `serde_json` formats (floats, 128-bit integers): its text exactly.
+fn write_number<T: Serialize>(out: &mut Vec<u8>, value: T) -> Written {
+    serde_json::to_writer(&mut *out, &value).map_err(|_| Stop)
+}
+
+/// Writes compact JSON into `out`, leaving out every field of a struct that equals the same
+/// member of `members` (and writing a field whose default is a struct with that struct's
+/// members as its own). Maps, sequences, enum variants and structs without `members` (inside
+/// maps and lists, or optional) are written whole.
+struct Compact<'o, 'd> {
+    out: &'o mut Vec<u8>,
+    members: Option<&'d Members>,
+}
+
+impl<'o> Compact<'o, '_> {
+    /// A writer of a value that no field default reaches (an element of a list, a map's
+    /// value): its structs are compacted with their own type's defaults ([`shape_of`]).
+    fn whole(out: &'o mut Vec<u8>) -> Compact<'o, 'static> {
+        Compact { out, members: None }
+    }
+}
+
+/// A sequence or tuple being written: `close` ends it (`]`, or `]}` in a variant).
+struct Seq<'o> {
+    out: &'o mut Vec<u8>,
+    first: bool,
+    close: &'static [u8],
+}
+
+impl Seq<'_> {
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        if !self.first {
+            self.out.push(b',');
         }
+        self.first = false;
+        value.serialize(Compact::whole(self.out))
+    }
+
+    fn finish(self) -> Written {
+        self.out.extend_from_slice(self.close);
+        Ok(())
     }
 }
 
-impl<M: SerializeMap> SerializeStruct for Fields<'_, M> {
-    type Ok = M::Ok;
-    type Error = M::Error;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), M::Error> {
-        self.member(key, key, value)
+impl ser::SerializeSeq for Seq<'_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
     }
-
-    fn end(self) -> Result<M::Ok, M::Error> {
-        self.map.end()
+    fn end(self) -> Written {
+        self.finish()
     }
 }
 
-impl<M: SerializeMap> SerializeMap for Fields<'_, M> {
-    type Ok = M::Ok;
-    type Error = M::Error;
-
-    // Only a struct's fields are left out (a map's `defaults` are `None`).
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), M::Error> {
-        self.map.serialize_key(key)
+impl ser::SerializeTuple for Seq<'_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
     }
-
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), M::Error> {
-        self.map.serialize_value(value)
-    }
-
-    fn serialize_entry<K, V>(&mut self, key: &K, value: &V) -> Result<(), M::Error>
-    where
-        K: Serialize + ?Sized,
-        V: Serialize + ?Sized,
-    {
-        self.map.serialize_entry(key, value)
-    }
-
-    fn end(self) -> Result<M::Ok, M::Error> {
-        self.map.end()
+    fn end(self) -> Written {
+        self.finish()
     }
 }
 
-impl<'d, S: serde::Serializer> serde::Serializer for Compact<'d, S> {
-    type Ok = S::Ok;
-    type Error = S::Error;
-    type SerializeSeq = S::SerializeSeq;
-    type SerializeTuple = S::SerializeTuple;
-    type SerializeTupleStruct = S::SerializeTupleStruct;
-    type SerializeTupleVariant = S::SerializeTupleVariant;
-    type SerializeMap = Fields<'d, S::SerializeMap>;
-    type SerializeStruct = Fields<'d, S::SerializeMap>;
-    type SerializeStructVariant = S::SerializeStructVariant;
+impl ser::SerializeTupleStruct for Seq<'_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
+    }
+    fn end(self) -> Written {
+        self.finish()
+    }
+}
 
-    fn serialize_bool(self, v: bool) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_bool(v)
+impl ser::SerializeTupleVariant for Seq<'_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
     }
-    fn serialize_i8(self, v: i8) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_i8(v)
+    fn end(self) -> Written {
+        self.finish()
     }
-    fn serialize_i16(self, v: i16) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_i16(v)
+}
+
+/// A struct or map being written: a struct's fields equal to their member of `members` are
+/// left out (a map, or a struct without defaults, has no `members`); `close` ends it (`}`, or
+/// `}}` in a variant).
+struct Fields<'o, 'd> {
+    out: &'o mut Vec<u8>,
+    members: Option<&'d Members>,
+    /// Where the next field's member is likely to be in `members`.
+    next: usize,
+    first: bool,
+    close: &'static [u8],
+}
+
+impl Fields<'_, '_> {
+    fn separate(&mut self) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
     }
-    fn serialize_i32(self, v: i32) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_i32(v)
+
+    fn field<T: Serialize + ?Sized>(&mut self, name: &'static str, value: &T) -> Written {
+        let member = match self.members {
+            Some(members) => members.find(&mut self.next, name),
+            None => None,
+        };
+        if let Some(member) = member
+            && value.serialize(Same(&member.value)).is_ok()
+        {
+            return Ok(());
+        }
+        self.separate();
+        match member {
+            Some(member) => self.out.extend_from_slice(&member.key),
+            None => {
+                http_kit::json::write_str(self.out, name);
+                self.out.push(b':');
+            }
+        }
+        value.serialize(Compact {
+            out: self.out,
+            members: member.and_then(|member| member.nested.as_ref()),
+        })
     }
-    fn serialize_i64(self, v: i64) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_i64(v)
+}
+
+impl ser::SerializeStruct for Fields<'_, '_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Written {
+        self.field(key, value)
     }
-    fn serialize_i128(self, v: i128) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_i128(v)
+    fn end(self) -> Written {
+        self.out.extend_from_slice(self.close);
+        Ok(())
     }
-    fn serialize_u8(self, v: u8) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_u8(v)
+}
+
+impl ser::SerializeStructVariant for Fields<'_, '_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Written {
+        self.field(key, value)
     }
-    fn serialize_u16(self, v: u16) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_u16(v)
+    fn end(self) -> Written {
+        self.out.extend_from_slice(self.close);
+        Ok(())
     }
-    fn serialize_u32(self, v: u32) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_u32(v)
+}
+
+impl ser::SerializeMap for Fields<'_, '_> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Written {
+        self.separate();
+        key.serialize(Key(self.out))?;
+        self.out.push(b':');
+        Ok(())
     }
-    fn serialize_u64(self, v: u64) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_u64(v)
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        value.serialize(Compact::whole(self.out))
     }
-    fn serialize_u128(self, v: u128) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_u128(v)
+    fn end(self) -> Written {
+        self.out.extend_from_slice(self.close);
+        Ok(())
     }
-    fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_f32(v)
+}
+
+impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
+    type Ok = ();
+    type Error = Stop;
+    type SerializeSeq = Seq<'o>;
+    type SerializeTuple = Seq<'o>;
+    type SerializeTupleStruct = Seq<'o>;
+    type SerializeTupleVariant = Seq<'o>;
+    type SerializeMap = Fields<'o, 'd>;
+    type SerializeStruct = Fields<'o, 'd>;
+    type SerializeStructVariant = Fields<'o, 'd>;
+
+    fn serialize_bool(self, v: bool) -> Written {
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
     }
-    fn serialize_f64(self, v: f64) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_f64(v)
+    fn serialize_i8(self, v: i8) -> Written {
+        self.serialize_i64(i64::from(v))
     }
-    fn serialize_char(self, v: char) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_char(v)
+    fn serialize_i16(self, v: i16) -> Written {
+        self.serialize_i64(i64::from(v))
     }
-    fn serialize_str(self, v: &str) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_str(v)
+    fn serialize_i32(self, v: i32) -> Written {
+        self.serialize_i64(i64::from(v))
     }
-    fn serialize_bytes(self, v: &[u8]) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_bytes(v)
+    fn serialize_i64(self, v: i64) -> Written {
+        write_i64(self.out, v);
+        Ok(())
     }
-    fn serialize_none(self) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_none()
+    fn serialize_i128(self, v: i128) -> Written {
+        write_number(self.out, v)
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<S::Ok, S::Error> {
+    fn serialize_u8(self, v: u8) -> Written {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u16(self, v: u16) -> Written {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u32(self, v: u32) -> Written {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u64(self, v: u64) -> Written {
+        write_u64(self.out, v);
+        Ok(())
+    }
+    fn serialize_u128(self, v: u128) -> Written {
+        write_number(self.out, v)
+    }
+    fn serialize_f32(self, v: f32) -> Written {
+        write_number(self.out, v)
+    }
+    fn serialize_f64(self, v: f64) -> Written {
+        // The float most records hold (a score that did not apply), written as `serde_json`
+        // writes it without the formatter's round trip.
+        if v.to_bits() == 0 {
+            self.out.extend_from_slice(b"0.0");
+            return Ok(());
+        }
+        write_number(self.out, v)
+    }
+    fn serialize_char(self, v: char) -> Written {
+        http_kit::json::write_str(self.out, v.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Written {
+        http_kit::json::write_str(self.out, v);
+        Ok(())
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Written {
+        // As `serde_json`: a list of numbers.
+        self.out.push(b'[');
+        for (i, byte) in v.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            write_u64(self.out, u64::from(*byte));
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+    fn serialize_none(self) -> Written {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Written {
         // `Some(x)` is `x` in JSON: the same defaults apply.
         value.serialize(self)
     }
-    fn serialize_unit(self) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_unit()
+    fn serialize_unit(self) -> Written {
+        self.serialize_none()
     }
-    fn serialize_unit_struct(self, name: &'static str) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_unit_struct(name)
+    fn serialize_unit_struct(self, _name: &'static str) -> Written {
+        self.serialize_none()
     }
     fn serialize_unit_variant(
         self,
-        name: &'static str,
-        index: u32,
+        _name: &'static str,
+        _index: u32,
         variant: &'static str,
-    ) -> Result<S::Ok, S::Error> {
-        self.ser.serialize_unit_variant(name, index, variant)
+    ) -> Written {
+        self.serialize_str(variant)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
         value: &T,
-    ) -> Result<S::Ok, S::Error> {
+    ) -> Written {
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
-        name: &'static str,
-        index: u32,
+        _name: &'static str,
+        _index: u32,
         variant: &'static str,
         value: &T,
-    ) -> Result<S::Ok, S::Error> {
-        self.ser
-            .serialize_newtype_variant(name, index, variant, value)
+    ) -> Written {
+        self.out.push(b'{');
+        http_kit::json::write_str(self.out, variant);
+        self.out.push(b':');
+        value.serialize(Compact::whole(self.out))?;
+        self.out.push(b'}');
+        Ok(())
     }
-    fn serialize_seq(self, len: Option<usize>) -> Result<S::SerializeSeq, S::Error> {
-        self.ser.serialize_seq(len)
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Seq<'o>, Stop> {
+        self.out.push(b'[');
+        Ok(Seq {
+            out: self.out,
+            first: true,
+            close: b"]",
+        })
     }
-    fn serialize_tuple(self, len: usize) -> Result<S::SerializeTuple, S::Error> {
-        self.ser.serialize_tuple(len)
+    fn serialize_tuple(self, len: usize) -> Result<Seq<'o>, Stop> {
+        self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_struct(
-        self,
-        name: &'static str,
-        len: usize,
-    ) -> Result<S::SerializeTupleStruct, S::Error> {
-        self.ser.serialize_tuple_struct(name, len)
+    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<Seq<'o>, Stop> {
+        self.serialize_seq(Some(len))
     }
     fn serialize_tuple_variant(
         self,
-        name: &'static str,
-        index: u32,
+        _name: &'static str,
+        _index: u32,
         variant: &'static str,
-        len: usize,
-    ) -> Result<S::SerializeTupleVariant, S::Error> {
-        self.ser.serialize_tuple_variant(name, index, variant, len)
-    }
-    fn serialize_map(self, len: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
-        // A map's entries are kept as they are: a map has no per-key default.
-        Ok(Fields {
-            map: self.ser.serialize_map(len)?,
-            defaults: None,
+        _len: usize,
+    ) -> Result<Seq<'o>, Stop> {
+        self.out.push(b'{');
+        http_kit::json::write_str(self.out, variant);
+        self.out.extend_from_slice(b":[");
+        Ok(Seq {
+            out: self.out,
+            first: true,
+            close: b"]}",
         })
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Fields<'o, 'd>, Stop> {
+        // A map's entries are kept as they are: a map has no per-key default.
+        self.out.push(b'{');
+        Ok(Fields {
+            out: self.out,
+            members: None,
+            next: 0,
+            first: true,
+            close: b"}",
+        })
+    }
+    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Fields<'o, 'd>, Stop> {
+        self.out.push(b'{');
+        Ok(Fields {
+            out: self.out,
+            // A struct no field default reaches (in a list, a map, an option): its type's.
+            members: self.members.or_else(|| shape_of(name, len)),
+            next: 0,
+            first: true,
+            close: b"}",
+        })
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Fields<'o, 'd>, Stop> {
+        self.out.push(b'{');
+        http_kit::json::write_str(self.out, variant);
+        self.out.extend_from_slice(b":{");
+        Ok(Fields {
+            out: self.out,
+            members: None,
+            next: 0,
+            first: true,
+            close: b"}}",
+        })
+    }
+}
+
+/// A map key as `serde_json` writes it: a string, or an integer as its text in quotes; any
+/// other key stops the writer (the record is then stored whole by `serde_json`).
+struct Key<'o>(&'o mut Vec<u8>);
+
+impl Key<'_> {
+    fn quoted(self, write: impl FnOnce(&mut Vec<u8>)) -> Written {
+        self.0.push(b'"');
+        write(self.0);
+        self.0.push(b'"');
+        Ok(())
+    }
+}
+
+impl ser::Serializer for Key<'_> {
+    type Ok = ();
+    type Error = Stop;
+    type SerializeSeq = ser::Impossible<(), Stop>;
+    type SerializeTuple = ser::Impossible<(), Stop>;
+    type SerializeTupleStruct = ser::Impossible<(), Stop>;
+    type SerializeTupleVariant = ser::Impossible<(), Stop>;
+    type SerializeMap = ser::Impossible<(), Stop>;
+    type SerializeStruct = ser::Impossible<(), Stop>;
+    type SerializeStructVariant = ser::Impossible<(), Stop>;
+
+    fn serialize_bool(self, _v: bool) -> Written {
+        Err(Stop)
+    }
+    fn serialize_i8(self, v: i8) -> Written {
+        self.serialize_i64(i64::from(v))
+    }
+    fn serialize_i16(self, v: i16) -> Written {
+        self.serialize_i64(i64::from(v))
+    }
+    fn serialize_i32(self, v: i32) -> Written {
+        self.serialize_i64(i64::from(v))
+    }
+    fn serialize_i64(self, v: i64) -> Written {
+        self.quoted(|out| write_i64(out, v))
+    }
+    fn serialize_u8(self, v: u8) -> Written {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u16(self, v: u16) -> Written {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u32(self, v: u32) -> Written {
+        self.serialize_u64(u64::from(v))
+    }
+    fn serialize_u64(self, v: u64) -> Written {
+        self.quoted(|out| write_u64(out, v))
+    }
+    fn serialize_f32(self, _v: f32) -> Written {
+        Err(Stop)
+    }
+    fn serialize_f64(self, _v: f64) -> Written {
+        Err(Stop)
+    }
+    fn serialize_char(self, v: char) -> Written {
+        self.serialize_str(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Written {
+        http_kit::json::write_str(self.0, v);
+        Ok(())
+    }
+    fn serialize_bytes(self, _v: &[u8]) -> Written {
+        Err(Stop)
+    }
+    fn serialize_none(self) -> Written {
+        Err(Stop)
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Written {
+        Err(Stop)
+    }
+    fn serialize_unit(self) -> Written {
+        Err(Stop)
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Written {
+        Err(Stop)
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Written {
+        self.serialize_str(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Written {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Written {
+        Err(Stop)
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Stop> {
+        Err(Stop)
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Stop> {
+        Err(Stop)
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct, Stop> {
+        Err(Stop)
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, Stop> {
+        Err(Stop)
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Stop> {
+        Err(Stop)
     }
     fn serialize_struct(
         self,
         _name: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeStruct, S::Error> {
-        // A map of unknown length: fields left out must not be announced.
-        Ok(Fields {
-            map: self.ser.serialize_map(None)?,
-            defaults: self.defaults.as_object(),
-        })
+    ) -> Result<Self::SerializeStruct, Stop> {
+        Err(Stop)
     }
     fn serialize_struct_variant(
         self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-        len: usize,
-    ) -> Result<S::SerializeStructVariant, S::Error> {
-        self.ser.serialize_struct_variant(name, index, variant, len)
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, Stop> {
+        Err(Stop)
     }
 }
 
 /// Whether a value serializes to exactly the given `Value` (as `serde_json::to_value` would
-/// make it), without building it; `false` whenever unsure (enum variants with data, keys that
-/// are not strings or integers), which only keeps a member that could have been left out.
+/// make it), without building it: `Ok` if so, `Err(Stop)` at the first difference (so a long
+/// list or a struct that differs early is not visited further), and whenever unsure (enum
+/// variants with data, keys that are not strings, integers or booleans), which only keeps a
+/// member that could have been left out.
 struct Same<'v>(&'v Value);
 
 /// A sequence compared element by element.
 struct SameSeq<'v> {
-    items: Option<&'v [Value]>,
+    items: &'v [Value],
     seen: usize,
-    same: bool,
 }
 
 /// A map or struct compared member by member.
 struct SameMap<'v> {
-    members: Option<&'v serde_json::Map<String, Value>>,
+    members: &'v serde_json::Map<String, Value>,
+    /// A map entry's key, as `to_value` makes it, until its value comes.
     key: Option<String>,
     seen: usize,
-    same: bool,
 }
 
-/// An enum variant with data: never taken as equal.
-struct Differs;
-
-type SameResult = Result<bool, serde_json::Error>;
+fn same(yes: bool) -> Written {
+    if yes { Ok(()) } else { Err(Stop) }
+}
 
 impl Same<'_> {
-    fn number(&self, matches: impl FnOnce(&serde_json::Number) -> bool) -> bool {
-        matches!(self.0, Value::Number(number) if matches(number))
+    fn number(&self, matches: impl FnOnce(&serde_json::Number) -> bool) -> Written {
+        same(matches!(self.0, Value::Number(number) if matches(number)))
     }
 }
 
-impl<'v> serde::Serializer for Same<'v> {
-    type Ok = bool;
-    type Error = serde_json::Error;
+impl<'v> ser::Serializer for Same<'v> {
+    type Ok = ();
+    type Error = Stop;
     type SerializeSeq = SameSeq<'v>;
     type SerializeTuple = SameSeq<'v>;
     type SerializeTupleStruct = SameSeq<'v>;
-    type SerializeTupleVariant = Differs;
+    type SerializeTupleVariant = ser::Impossible<(), Stop>;
     type SerializeMap = SameMap<'v>;
     type SerializeStruct = SameMap<'v>;
-    type SerializeStructVariant = Differs;
+    type SerializeStructVariant = ser::Impossible<(), Stop>;
 
-    fn serialize_bool(self, v: bool) -> SameResult {
-        Ok(self.0.as_bool() == Some(v))
+    fn serialize_bool(self, v: bool) -> Written {
+        same(self.0.as_bool() == Some(v))
     }
-    fn serialize_i8(self, v: i8) -> SameResult {
+    fn serialize_i8(self, v: i8) -> Written {
         self.serialize_i64(i64::from(v))
     }
-    fn serialize_i16(self, v: i16) -> SameResult {
+    fn serialize_i16(self, v: i16) -> Written {
         self.serialize_i64(i64::from(v))
     }
-    fn serialize_i32(self, v: i32) -> SameResult {
+    fn serialize_i32(self, v: i32) -> Written {
         self.serialize_i64(i64::from(v))
     }
-    fn serialize_i64(self, v: i64) -> SameResult {
-        Ok(match u64::try_from(v) {
+    fn serialize_i64(self, v: i64) -> Written {
+        match u64::try_from(v) {
             Ok(v) => self.number(|n| n.is_u64() && n.as_u64() == Some(v)),
             Err(_) => self.number(|n| n.is_i64() && n.as_i64() == Some(v)),
-        })
+        }
     }
-    fn serialize_i128(self, v: i128) -> SameResult {
+    fn serialize_i128(self, v: i128) -> Written {
         match i64::try_from(v) {
             Ok(v) => self.serialize_i64(v),
-            Err(_) => Ok(false),
+            Err(_) => Err(Stop),
         }
     }
-    fn serialize_u8(self, v: u8) -> SameResult {
+    fn serialize_u8(self, v: u8) -> Written {
         self.serialize_u64(u64::from(v))
     }
-    fn serialize_u16(self, v: u16) -> SameResult {
+    fn serialize_u16(self, v: u16) -> Written {
         self.serialize_u64(u64::from(v))
     }
-    fn serialize_u32(self, v: u32) -> SameResult {
+    fn serialize_u32(self, v: u32) -> Written {
         self.serialize_u64(u64::from(v))
     }
-    fn serialize_u64(self, v: u64) -> SameResult {
-        Ok(self.number(|n| n.is_u64() && n.as_u64() == Some(v)))
+    fn serialize_u64(self, v: u64) -> Written {
+        self.number(|n| n.is_u64() && n.as_u64() == Some(v))
     }
-    fn serialize_u128(self, v: u128) -> SameResult {
+    fn serialize_u128(self, v: u128) -> Written {
         match u64::try_from(v) {
             Ok(v) => self.serialize_u64(v),
-            Err(_) => Ok(false),
+            Err(_) => Err(Stop),
         }
     }
-    fn serialize_f32(self, v: f32) -> SameResult {
+    fn serialize_f32(self, v: f32) -> Written {
         self.serialize_f64(f64::from(v))
     }
-    fn serialize_f64(self, v: f64) -> SameResult {
+    fn serialize_f64(self, v: f64) -> Written {
         // `to_value` makes a non-finite float `null`.
-        Ok(if v.is_finite() {
+        if v.is_finite() {
             self.number(|n| n.is_f64() && n.as_f64() == Some(v))
         } else {
-            self.0.is_null()
-        })
+            same(self.0.is_null())
+        }
     }
-    fn serialize_char(self, v: char) -> SameResult {
+    fn serialize_char(self, v: char) -> Written {
         self.serialize_str(v.encode_utf8(&mut [0; 4]))
     }
-    fn serialize_str(self, v: &str) -> SameResult {
-        Ok(self.0.as_str() == Some(v))
+    fn serialize_str(self, v: &str) -> Written {
+        same(self.0.as_str() == Some(v))
     }
-    fn serialize_bytes(self, v: &[u8]) -> SameResult {
-        Ok(self.0.as_array().is_some_and(|items| {
+    fn serialize_bytes(self, v: &[u8]) -> Written {
+        same(self.0.as_array().is_some_and(|items| {
             items.len() == v.len()
                 && items
                     .iter()
@@ -419,31 +895,31 @@ impl<'v> serde::Serializer for Same<'v> {
                     .all(|(item, byte)| item.as_u64() == Some(u64::from(*byte)))
         }))
     }
-    fn serialize_none(self) -> SameResult {
-        Ok(self.0.is_null())
+    fn serialize_none(self) -> Written {
+        same(self.0.is_null())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> SameResult {
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Written {
         value.serialize(self)
     }
-    fn serialize_unit(self) -> SameResult {
-        Ok(self.0.is_null())
+    fn serialize_unit(self) -> Written {
+        same(self.0.is_null())
     }
-    fn serialize_unit_struct(self, _name: &'static str) -> SameResult {
-        Ok(self.0.is_null())
+    fn serialize_unit_struct(self, _name: &'static str) -> Written {
+        same(self.0.is_null())
     }
     fn serialize_unit_variant(
         self,
         _name: &'static str,
         _index: u32,
         variant: &'static str,
-    ) -> SameResult {
-        Ok(self.0.as_str() == Some(variant))
+    ) -> Written {
+        same(self.0.as_str() == Some(variant))
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
         value: &T,
-    ) -> SameResult {
+    ) -> Written {
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -452,24 +928,22 @@ impl<'v> serde::Serializer for Same<'v> {
         _index: u32,
         _variant: &'static str,
         _value: &T,
-    ) -> SameResult {
-        Ok(false)
+    ) -> Written {
+        Err(Stop)
     }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<SameSeq<'v>, serde_json::Error> {
-        Ok(SameSeq {
-            items: self.0.as_array().map(Vec::as_slice),
-            seen: 0,
-            same: self.0.is_array(),
-        })
+    fn serialize_seq(self, len: Option<usize>) -> Result<SameSeq<'v>, Stop> {
+        match self.0.as_array() {
+            Some(items) if len.is_none_or(|len| len == items.len()) => Ok(SameSeq {
+                items: items.as_slice(),
+                seen: 0,
+            }),
+            _ => Err(Stop),
+        }
     }
-    fn serialize_tuple(self, len: usize) -> Result<SameSeq<'v>, serde_json::Error> {
+    fn serialize_tuple(self, len: usize) -> Result<SameSeq<'v>, Stop> {
         self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        len: usize,
-    ) -> Result<SameSeq<'v>, serde_json::Error> {
+    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<SameSeq<'v>, Stop> {
         self.serialize_seq(Some(len))
     }
     fn serialize_tuple_variant(
@@ -478,23 +952,21 @@ impl<'v> serde::Serializer for Same<'v> {
         _index: u32,
         _variant: &'static str,
         _len: usize,
-    ) -> Result<Differs, serde_json::Error> {
-        Ok(Differs)
+    ) -> Result<Self::SerializeTupleVariant, Stop> {
+        Err(Stop)
     }
-    fn serialize_map(self, _len: Option<usize>) -> Result<SameMap<'v>, serde_json::Error> {
-        Ok(SameMap {
-            members: self.0.as_object(),
-            key: None,
-            seen: 0,
-            same: self.0.is_object(),
-        })
+    fn serialize_map(self, _len: Option<usize>) -> Result<SameMap<'v>, Stop> {
+        match self.0.as_object() {
+            Some(members) => Ok(SameMap {
+                members,
+                key: None,
+                seen: 0,
+            }),
+            None => Err(Stop),
+        }
     }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        len: usize,
-    ) -> Result<SameMap<'v>, serde_json::Error> {
-        self.serialize_map(Some(len))
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<SameMap<'v>, Stop> {
+        self.serialize_map(None)
     }
     fn serialize_struct_variant(
         self,
@@ -502,230 +974,282 @@ impl<'v> serde::Serializer for Same<'v> {
         _index: u32,
         _variant: &'static str,
         _len: usize,
-    ) -> Result<Differs, serde_json::Error> {
-        Ok(Differs)
+    ) -> Result<Self::SerializeStructVariant, Stop> {
+        Err(Stop)
     }
 }
 
 impl SameSeq<'_> {
-    fn element<T: Serialize + ?Sized>(&mut self, value: &T) {
-        if self.same {
-            self.same = self
-                .items
-                .and_then(|items| items.get(self.seen))
-                .is_some_and(|item| value.serialize(Same(item)).unwrap_or(false));
-        }
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        let item = self.items.get(self.seen).ok_or(Stop)?;
         self.seen += 1;
+        value.serialize(Same(item))
     }
 
-    fn finish(self) -> SameResult {
-        Ok(self.same && self.items.map(<[Value]>::len) == Some(self.seen))
+    fn finish(self) -> Written {
+        same(self.seen == self.items.len())
     }
 }
 
 impl ser::SerializeSeq for SameSeq<'_> {
-    type Ok = bool;
-    type Error = serde_json::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        self.element(value);
-        Ok(())
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
     }
-    fn end(self) -> SameResult {
+    fn end(self) -> Written {
         self.finish()
     }
 }
 
 impl ser::SerializeTuple for SameSeq<'_> {
-    type Ok = bool;
-    type Error = serde_json::Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        self.element(value);
-        Ok(())
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
     }
-    fn end(self) -> SameResult {
+    fn end(self) -> Written {
         self.finish()
     }
 }
 
 impl ser::SerializeTupleStruct for SameSeq<'_> {
-    type Ok = bool;
-    type Error = serde_json::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        self.element(value);
-        Ok(())
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        self.element(value)
     }
-    fn end(self) -> SameResult {
+    fn end(self) -> Written {
         self.finish()
     }
 }
 
 impl SameMap<'_> {
-    fn member<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) {
-        if self.same {
-            self.same = self
-                .members
-                .and_then(|members| members.get(name))
-                .is_some_and(|member| value.serialize(Same(member)).unwrap_or(false));
-        }
+    fn member<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Written {
+        let member = self.members.get(name).ok_or(Stop)?;
         self.seen += 1;
+        value.serialize(Same(member))
     }
 
-    fn finish(self) -> SameResult {
-        Ok(self.same && self.members.map(serde_json::Map::len) == Some(self.seen))
+    fn finish(self) -> Written {
+        same(self.seen == self.members.len())
     }
 }
 
 impl ser::SerializeMap for SameMap<'_> {
-    type Ok = bool;
-    type Error = serde_json::Error;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Self::Error> {
-        self.key = key.serialize(KeyString).ok();
-        if self.key.is_none() {
-            self.same = false;
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Written {
+        // The common default is an empty map, which any entry differs from.
+        if self.members.is_empty() {
+            return Err(Stop);
         }
+        self.key = Some(match serde_json::to_value(key).map_err(|_| Stop)? {
+            Value::String(key) => key,
+            Value::Number(key) => key.to_string(),
+            Value::Bool(key) => key.to_string(),
+            _ => return Err(Stop),
+        });
         Ok(())
     }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {
-        let key = self.key.take().unwrap_or_default();
-        self.member(&key, value);
-        Ok(())
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Written {
+        let key = self.key.take().ok_or(Stop)?;
+        self.member(&key, value)
     }
-    fn end(self) -> SameResult {
+    fn end(self) -> Written {
         self.finish()
     }
 }
 
 impl ser::SerializeStruct for SameMap<'_> {
-    type Ok = bool;
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Written {
+        self.member(key, value)
+    }
+    fn end(self) -> Written {
+        self.finish()
+    }
+}
+
+/// The shape of a default: for a struct, its [`Members`] in the order it writes them (each
+/// member's own when its default is a struct too); `None` for anything else.
+struct Shape;
+
+/// A struct's default being taken apart member by member.
+struct ShapeStruct(Vec<Member>);
+
+/// Anything but a struct: no members.
+struct NoShape;
+
+type Shaped = Result<Option<Members>, serde_json::Error>;
+
+impl ser::SerializeStruct for ShapeStruct {
+    type Ok = Option<Members>;
     type Error = serde_json::Error;
     fn serialize_field<T: Serialize + ?Sized>(
         &mut self,
         key: &'static str,
         value: &T,
-    ) -> Result<(), Self::Error> {
-        self.member(key, value);
+    ) -> Result<(), serde_json::Error> {
+        let default = serde_json::to_value(value)?;
+        let nested = if default.is_object() {
+            value.serialize(Shape)?
+        } else {
+            None
+        };
+        let mut quoted = Vec::with_capacity(key.len() + 3);
+        http_kit::json::write_str(&mut quoted, key);
+        quoted.push(b':');
+        self.0.push(Member {
+            name: key,
+            key: quoted.into_boxed_slice(),
+            value: default,
+            nested,
+        });
         Ok(())
     }
-    fn end(self) -> SameResult {
-        self.finish()
+    fn end(self) -> Shaped {
+        Ok(Some(Members(self.0)))
     }
 }
 
-impl ser::SerializeTupleVariant for Differs {
-    type Ok = bool;
+macro_rules! no_shape {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl ser::$trait for NoShape {
+            type Ok = Option<Members>;
+            type Error = serde_json::Error;
+            fn $method<T: Serialize + ?Sized>(
+                &mut self,
+                _value: &T,
+            ) -> Result<(), serde_json::Error> {
+                Ok(())
+            }
+            fn end(self) -> Shaped {
+                Ok(None)
+            }
+        }
+    )*};
+}
+
+no_shape!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
+
+impl ser::SerializeMap for NoShape {
+    type Ok = Option<Members>;
     type Error = serde_json::Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, _value: &T) -> Result<(), Self::Error> {
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, _key: &T) -> Result<(), serde_json::Error> {
         Ok(())
     }
-    fn end(self) -> SameResult {
-        Ok(false)
+    fn serialize_value<T: Serialize + ?Sized>(
+        &mut self,
+        _value: &T,
+    ) -> Result<(), serde_json::Error> {
+        Ok(())
+    }
+    fn end(self) -> Shaped {
+        Ok(None)
     }
 }
 
-impl ser::SerializeStructVariant for Differs {
-    type Ok = bool;
+impl ser::SerializeStructVariant for NoShape {
+    type Ok = Option<Members>;
     type Error = serde_json::Error;
     fn serialize_field<T: Serialize + ?Sized>(
         &mut self,
         _key: &'static str,
         _value: &T,
-    ) -> Result<(), Self::Error> {
+    ) -> Result<(), serde_json::Error> {
         Ok(())
     }
-    fn end(self) -> SameResult {
-        Ok(false)
+    fn end(self) -> Shaped {
+        Ok(None)
     }
 }
 
-/// A map key as `serde_json` writes it (strings, and integers and booleans as their text);
-/// anything else is an error (the caller then keeps the member).
-struct KeyString;
-
-fn not_a_key() -> serde_json::Error {
-    ser::Error::custom("not a string key")
-}
-
-impl serde::Serializer for KeyString {
-    type Ok = String;
+impl ser::Serializer for Shape {
+    type Ok = Option<Members>;
     type Error = serde_json::Error;
-    type SerializeSeq = ser::Impossible<String, serde_json::Error>;
-    type SerializeTuple = ser::Impossible<String, serde_json::Error>;
-    type SerializeTupleStruct = ser::Impossible<String, serde_json::Error>;
-    type SerializeTupleVariant = ser::Impossible<String, serde_json::Error>;
-    type SerializeMap = ser::Impossible<String, serde_json::Error>;
-    type SerializeStruct = ser::Impossible<String, serde_json::Error>;
-    type SerializeStructVariant = ser::Impossible<String, serde_json::Error>;
+    type SerializeSeq = NoShape;
+    type SerializeTuple = NoShape;
+    type SerializeTupleStruct = NoShape;
+    type SerializeTupleVariant = NoShape;
+    type SerializeMap = NoShape;
+    type SerializeStruct = ShapeStruct;
+    type SerializeStructVariant = NoShape;
 
-    fn serialize_bool(self, v: bool) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_bool(self, _v: bool) -> Shaped {
+        Ok(None)
     }
-    fn serialize_i8(self, v: i8) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_i8(self, _v: i8) -> Shaped {
+        Ok(None)
     }
-    fn serialize_i16(self, v: i16) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_i16(self, _v: i16) -> Shaped {
+        Ok(None)
     }
-    fn serialize_i32(self, v: i32) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_i32(self, _v: i32) -> Shaped {
+        Ok(None)
     }
-    fn serialize_i64(self, v: i64) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_i64(self, _v: i64) -> Shaped {
+        Ok(None)
     }
-    fn serialize_u8(self, v: u8) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_u8(self, _v: u8) -> Shaped {
+        Ok(None)
     }
-    fn serialize_u16(self, v: u16) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_u16(self, _v: u16) -> Shaped {
+        Ok(None)
     }
-    fn serialize_u32(self, v: u32) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_u32(self, _v: u32) -> Shaped {
+        Ok(None)
     }
-    fn serialize_u64(self, v: u64) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_u64(self, _v: u64) -> Shaped {
+        Ok(None)
     }
-    fn serialize_f32(self, _v: f32) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_f32(self, _v: f32) -> Shaped {
+        Ok(None)
     }
-    fn serialize_f64(self, _v: f64) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_f64(self, _v: f64) -> Shaped {
+        Ok(None)
     }
-    fn serialize_char(self, v: char) -> Result<String, serde_json::Error> {
-        Ok(v.to_string())
+    fn serialize_char(self, _v: char) -> Shaped {
+        Ok(None)
     }
-    fn serialize_str(self, v: &str) -> Result<String, serde_json::Error> {
-        Ok(v.to_owned())
+    fn serialize_str(self, _v: &str) -> Shaped {
+        Ok(None)
     }
-    fn serialize_bytes(self, _v: &[u8]) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_bytes(self, _v: &[u8]) -> Shaped {
+        Ok(None)
     }
-    fn serialize_none(self) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_none(self) -> Shaped {
+        Ok(None)
     }
-    fn serialize_some<T: Serialize + ?Sized>(
-        self,
-        _value: &T,
-    ) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Shaped {
+        // As the writer: `Some(x)` has `x`'s shape.
+        value.serialize(self)
     }
-    fn serialize_unit(self) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_unit(self) -> Shaped {
+        Ok(None)
     }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_unit_struct(self, _name: &'static str) -> Shaped {
+        Ok(None)
     }
     fn serialize_unit_variant(
         self,
         _name: &'static str,
         _index: u32,
-        variant: &'static str,
-    ) -> Result<String, serde_json::Error> {
-        Ok(variant.to_owned())
+        _variant: &'static str,
+    ) -> Shaped {
+        Ok(None)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
         value: &T,
-    ) -> Result<String, serde_json::Error> {
+    ) -> Shaped {
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -734,21 +1258,21 @@ impl serde::Serializer for KeyString {
         _index: u32,
         _variant: &'static str,
         _value: &T,
-    ) -> Result<String, serde_json::Error> {
-        Err(not_a_key())
+    ) -> Shaped {
+        Ok(None)
     }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_seq(self, _len: Option<usize>) -> Result<NoShape, serde_json::Error> {
+        Ok(NoShape)
     }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_tuple(self, _len: usize) -> Result<NoShape, serde_json::Error> {
+        Ok(NoShape)
     }
     fn serialize_tuple_struct(
         self,
         _name: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, serde_json::Error> {
-        Err(not_a_key())
+    ) -> Result<NoShape, serde_json::Error> {
+        Ok(NoShape)
     }
     fn serialize_tuple_variant(
         self,
@@ -756,18 +1280,18 @@ impl serde::Serializer for KeyString {
         _index: u32,
         _variant: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, serde_json::Error> {
-        Err(not_a_key())
+    ) -> Result<NoShape, serde_json::Error> {
+        Ok(NoShape)
     }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, serde_json::Error> {
-        Err(not_a_key())
+    fn serialize_map(self, _len: Option<usize>) -> Result<NoShape, serde_json::Error> {
+        Ok(NoShape)
     }
     fn serialize_struct(
         self,
         _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, serde_json::Error> {
-        Err(not_a_key())
+        len: usize,
+    ) -> Result<ShapeStruct, serde_json::Error> {
+        Ok(ShapeStruct(Vec::with_capacity(len)))
     }
     fn serialize_struct_variant(
         self,
@@ -775,8 +1299,8 @@ impl serde::Serializer for KeyString {
         _index: u32,
         _variant: &'static str,
         _len: usize,
-    ) -> Result<Self::SerializeStructVariant, serde_json::Error> {
-        Err(not_a_key())
+    ) -> Result<NoShape, serde_json::Error> {
+        Ok(NoShape)
     }
 }
 
@@ -787,27 +1311,22 @@ mod tests {
     use super::*;
     use crate::structs::*;
 
-    /// What `encode` must equal: the record as a `Value` with the members equal to the
-    /// defaults' dropped (the former two-pass encoding).
-    fn through_value<T: Record>(value: &T) -> Value {
-        fn strip(value: &mut Value, defaults: &Value) {
-            let (Value::Object(fields), Value::Object(defaults)) = (value, defaults) else {
-                return;
-            };
-            fields.retain(|name, field| match defaults.get(name) {
-                Some(default) if field == default => false,
-                Some(default) => {
-                    strip(field, default);
-                    true
-                }
-                None => true,
-            });
+    /// Whether `written` is `full` with members left out: every member it writes is the same
+    /// member of `full` (objects recursively, lists element by element).
+    fn within(written: &Value, full: &Value) -> bool {
+        match (written, full) {
+            (Value::Object(written), Value::Object(full)) => written
+                .iter()
+                .all(|(name, member)| full.get(name).is_some_and(|f| within(member, f))),
+            (Value::Array(written), Value::Array(full)) => {
+                written.len() == full.len() && written.iter().zip(full).all(|(w, f)| within(w, f))
+            }
+            _ => written == full,
         }
-        let mut tree = serde_json::to_value(value).expect("to_value");
-        strip(&mut tree, T::defaults());
-        tree
     }
 
+    /// Checks what `encode` writes: it reads back equal; it is the record's `to_value` with
+    /// members left out; a member left out of the record itself equals its default there.
     fn roundtrip<T>(value: &T) -> usize
     where
         T: Record + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
@@ -816,7 +1335,16 @@ mod tests {
         let back: T = serde_json::from_slice(&bytes).expect("decode");
         assert_eq!(&back, value);
         let written: Value = serde_json::from_slice(&bytes).expect("json");
-        assert_eq!(written, through_value(value));
+        let full = serde_json::to_value(value).expect("to_value");
+        assert!(within(&written, &full), "{written} is not within {full}");
+        let (Value::Object(written), Value::Object(full)) = (&written, &full) else {
+            panic!("not an object: {written}");
+        };
+        for (name, member) in full {
+            if !written.contains_key(name) {
+                assert_eq!(Some(member), T::defaults().value().get(name), "{name}");
+            }
+        }
         bytes.len()
     }
 
@@ -867,6 +1395,311 @@ mod tests {
     }
 
     record!(Odd);
+
+    /// Anything `Compact` writes without defaults: every kind of value `serde_json` writes.
+    #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+    enum Kind {
+        Unit,
+        Newtype(i64),
+        Tuple(u8, String),
+        Struct { a: f64, b: Option<Inner> },
+    }
+
+    /// Bytes through `serialize_bytes`, which `serde_json` writes as a list of numbers.
+    struct Bytes(Vec<u8>);
+
+    impl Serialize for Bytes {
+        fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+            ser.serialize_bytes(&self.0)
+        }
+    }
+
+    #[derive(Serialize)]
+    struct Unit;
+
+    #[derive(Serialize)]
+    struct Everything {
+        ints: Vec<i64>,
+        unsigned: Vec<u64>,
+        small: (i8, i16, i32, u8, u16, u32),
+        wide: (i128, u128),
+        floats: Vec<f64>,
+        single: f32,
+        text: Vec<String>,
+        letters: Vec<char>,
+        kinds: Vec<Kind>,
+        by_number: BTreeMap<i32, String>,
+        by_unsigned: BTreeMap<u64, bool>,
+        bytes: Bytes,
+        unit: (),
+        unit_struct: Unit,
+        maybe: Option<Inner>,
+        none: Option<Inner>,
+        value: Value,
+    }
+
+    fn whole<T: Serialize>(value: &T) -> Vec<u8> {
+        let mut out = Vec::new();
+        value.serialize(Compact::whole(&mut out)).expect("written");
+        out
+    }
+
+    /// Written without defaults, a value is exactly `serde_json::to_vec`'s text: the same
+    /// members in the same order, the same escapes, the same number text.
+    #[test]
+    fn without_defaults_the_text_is_serde_jsons() {
+        let everything = Everything {
+            ints: vec![i64::MIN, -1, 0, 7, 10, 1_795_872_768_855_191_300, i64::MAX],
+            unsigned: vec![0, 9, 10, 99, 100, u64::MAX],
+            small: (i8::MIN, i16::MIN, i32::MIN, u8::MAX, u16::MAX, u32::MAX),
+            wide: (i128::MIN, u128::MAX),
+            floats: vec![
+                0.0,
+                -0.0,
+                0.1,
+                0.020_736_773_430_018_316,
+                1e300,
+                -2.5e-300,
+                f64::NAN,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+            ],
+            single: 0.1,
+            text: vec![
+                String::new(),
+                "plain".to_owned(),
+                "a \"quoted\" \\ path\n\twith\u{1}controls\u{1f}\u{7f}".to_owned(),
+                "héllo ✓ 🦀".to_owned(),
+            ],
+            letters: vec!['a', '"', '\n', 'é'],
+            kinds: vec![
+                Kind::Unit,
+                Kind::Newtype(-3),
+                Kind::Tuple(4, "t".to_owned()),
+                Kind::Struct {
+                    a: 1.5,
+                    b: Some(Inner::default()),
+                },
+            ],
+            by_number: BTreeMap::from([(-2, "m".to_owned()), (3, "p".to_owned())]),
+            by_unsigned: BTreeMap::from([(u64::MAX, true)]),
+            bytes: Bytes(vec![0, 1, 255]),
+            unit: (),
+            unit_struct: Unit,
+            maybe: Some(Inner::default()),
+            none: None,
+            value: serde_json::json!({"k": [1, -2, 0.5, null, true, "s\u{0}"], "e": {}}),
+        };
+        assert_eq!(
+            String::from_utf8(whole(&everything)).unwrap(),
+            serde_json::to_string(&everything).unwrap()
+        );
+    }
+
+    /// Structs in lists, maps and options are written without the fields equal to their own
+    /// type's default; entries of maps and lists stay.
+    #[test]
+    fn structs_no_field_default_reaches_are_compacted_by_their_type() {
+        let alloc = busy_allocation();
+        let compact = roundtrip(&alloc);
+        let bytes = encode(&alloc).expect("encode");
+        let written: Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(
+            written["Resources"],
+            serde_json::json!({"CPU": 100, "MemoryMB": 64, "DiskMB": 300})
+        );
+        assert_eq!(
+            written["TaskResources"],
+            serde_json::json!({"app": {"CPU": 100, "MemoryMB": 64}})
+        );
+        assert_eq!(
+            written["AllocatedResources"]["Tasks"]["app"],
+            serde_json::json!({
+                "Cpu": {"CpuShares": 100},
+                "Memory": {"MemoryMB": 64},
+                "Networks": [{"Mode": "host"}],
+            })
+        );
+        let scored = &written["Metrics"]["ScoreMetaData"];
+        assert_eq!(scored.as_array().map(Vec::len), Some(5));
+        assert_eq!(scored[0]["Scores"]["job-anti-affinity"], 0.0);
+        let state = &written["TaskStates"]["app"];
+        assert_eq!(state["Restarts"], 2);
+        assert!(state.get("Failed").is_none(), "{state}");
+        assert_eq!(
+            state["Events"][0].as_object().map(|event| event.len()),
+            Some(4),
+            "{state}"
+        );
+        let plain = serde_json::to_vec(&alloc).expect("plain").len();
+        assert!(compact * 5 < plain * 3, "{compact} of {plain} bytes");
+        let mut node = Node {
+            id: "n1".to_owned(),
+            ..Node::default()
+        };
+        node.events.push(NodeEvent {
+            message: "up".to_owned(),
+            ..NodeEvent::default()
+        });
+        roundtrip(&node);
+        // A type whose field is skipped when zero writes one more field than its default
+        // when that field is set: then written whole; read back the same either way.
+        let checks = vec![
+            CheckResult {
+                status_code: 200,
+                status: "success".to_owned(),
+                ..CheckResult::default()
+            },
+            CheckResult {
+                status: "pending".to_owned(),
+                ..CheckResult::default()
+            },
+        ];
+        let written = whole(&checks);
+        assert_eq!(
+            String::from_utf8(written.clone()).unwrap(),
+            r#"[{"ID":"","Check":"","Group":"","Mode":"","Output":"","Service":"","Status":"success","StatusCode":200,"Timestamp":0},{"Status":"pending"}]"#
+        );
+        let back: Vec<CheckResult> = serde_json::from_slice(&written).expect("decode");
+        assert_eq!(back, checks);
+    }
+
+    #[test]
+    fn integers_are_their_decimal_text() {
+        let mut samples: Vec<u64> = (0..1000).collect();
+        let mut power = 1u64;
+        while let Some(next) = power.checked_mul(10) {
+            samples.extend([power - 1, power, power + 1, next - 1]);
+            power = next;
+        }
+        samples.extend([u64::MAX, u64::MAX - 1, 1_795_874_641_540_756_952]);
+        for value in samples {
+            let mut out = Vec::new();
+            write_u64(&mut out, value);
+            assert_eq!(out, value.to_string().into_bytes());
+            let signed = i64::try_from(value).map_or(i64::MIN, |value| -value);
+            let mut out = Vec::new();
+            write_i64(&mut out, signed);
+            assert_eq!(out, signed.to_string().into_bytes());
+        }
+    }
+
+    /// A map key `Compact` does not write (a boolean): the record is stored whole, as
+    /// `serde_json` writes it.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+    #[serde(default)]
+    struct Flags {
+        name: String,
+        flags: BTreeMap<bool, u8>,
+    }
+
+    record!(Flags);
+
+    #[test]
+    fn a_record_the_writer_cannot_write_is_stored_whole() {
+        let flags = Flags {
+            name: String::new(),
+            flags: BTreeMap::from([(true, 1)]),
+        };
+        let bytes = encode(&flags).expect("encode");
+        assert_eq!(bytes, serde_json::to_vec(&flags).unwrap());
+        let back: Flags = serde_json::from_slice(&bytes).expect("decode");
+        assert_eq!(back, flags);
+    }
+
+    /// An allocation as a plan places it and its client then reports it: five scored nodes,
+    /// a task state with events, a network with ports.
+    fn busy_allocation() -> Allocation {
+        let scores = BTreeMap::from([
+            ("binpack".to_owned(), 0.020_736_773_430_018_316),
+            ("job-anti-affinity".to_owned(), 0.0),
+            ("node-affinity".to_owned(), -0.5),
+        ]);
+        let task = TaskState {
+            state: "running".to_owned(),
+            restarts: 2,
+            started_at: Some("2026-11-28T13:00:00.5Z".to_owned()),
+            task_handle: Some(serde_json::json!({"pid": 42, "start": 1.5})),
+            events: vec![TaskEvent {
+                event_type: EVENT_STARTED.to_owned(),
+                time: 1_795_872_768_855_191_300,
+                display_message: "Task started by client".to_owned(),
+                details: BTreeMap::from([("exit \"code\"".to_owned(), "0\n".to_owned())]),
+                ..TaskEvent::default()
+            }],
+            ..TaskState::default()
+        };
+        Allocation {
+            id: "02668e66-72c9-433f-8470-8257dd65b2ca".to_owned(),
+            namespace: "default".to_owned(),
+            eval_id: "bfbb917c-c00b-46b8-b7ba-15bfd7e1ed3b".to_owned(),
+            name: "bench-1.app[6]".to_owned(),
+            node_id: "0000000d-0000-4000-8000-00000000000d".to_owned(),
+            node_name: "sim-13".to_owned(),
+            job_id: "bench-1".to_owned(),
+            job_type: JOB_TYPE_SERVICE.to_owned(),
+            task_group: "app".to_owned(),
+            resources: Some(Resources {
+                cpu: 100,
+                memory_mb: 64,
+                disk_mb: 300,
+                ..Resources::default()
+            }),
+            task_resources: BTreeMap::from([(
+                "app".to_owned(),
+                Resources {
+                    cpu: 100,
+                    memory_mb: 64,
+                    ..Resources::default()
+                },
+            )]),
+            allocated_resources: AllocatedResources {
+                tasks: BTreeMap::from([(
+                    "app".to_owned(),
+                    AllocatedTaskResources {
+                        cpu: AllocatedCpuResources {
+                            cpu_shares: 100,
+                            ..AllocatedCpuResources::default()
+                        },
+                        memory: AllocatedMemoryResources {
+                            memory_mb: 64,
+                            memory_max_mb: 0,
+                        },
+                        networks: vec![NetworkResource {
+                            mode: "host".to_owned(),
+                            ..NetworkResource::default()
+                        }],
+                        ..AllocatedTaskResources::default()
+                    },
+                )]),
+                task_lifecycles: BTreeMap::from([("app".to_owned(), None)]),
+                ..AllocatedResources::default()
+            },
+            metrics: AllocMetric {
+                nodes_evaluated: 6,
+                nodes_in_pool: 51,
+                nodes_available: BTreeMap::from([("dc1".to_owned(), 51)]),
+                score_meta_data: (0..5)
+                    .map(|i| NodeScoreMeta {
+                        node_id: format!("0000000{i}-0000-4000-8000-00000000000{i}"),
+                        scores: scores.clone(),
+                        norm_score: 0.020_736_773_430_018_316,
+                    })
+                    .collect(),
+                allocation_time: 73_962,
+                ..AllocMetric::default()
+            },
+            desired_status: ALLOC_DESIRED_RUN.to_owned(),
+            client_status: ALLOC_CLIENT_RUNNING.to_owned(),
+            task_states: BTreeMap::from([("app".to_owned(), task)]),
+            create_index: 6,
+            modify_index: 9,
+            alloc_modify_index: 6,
+            create_time: 1_795_872_768_855_191_300,
+            modify_time: 1_795_872_768_855_474_400,
+            ..Allocation::default()
+        }
+    }
 
     #[test]
     fn members_equal_to_non_zero_defaults_are_left_out_and_read_back() {
@@ -962,6 +1795,7 @@ mod tests {
         let compact = roundtrip(&alloc);
         let plain = serde_json::to_vec(&alloc).expect("plain").len();
         assert!(compact * 3 < plain * 2, "{compact} of {plain} bytes");
+        roundtrip(&busy_allocation());
         roundtrip(&Allocation::default());
         roundtrip(&Evaluation {
             id: "e1".to_owned(),
