@@ -639,7 +639,9 @@ mod tests {
     fn ours<T: Serialize + ?Sized>(value: &T) {
         let mut out = Vec::new();
         assert!(
-            value.serialize(&mut super::Writer { out: &mut out }).is_ok(),
+            value
+                .serialize(&mut super::Writer { out: &mut out })
+                .is_ok(),
             "handed to serde_json"
         );
         same(value);
