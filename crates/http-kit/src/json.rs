@@ -93,6 +93,56 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
+/// The two digits of every number below 100, in order: "00", "01", ... "99".
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// Appends `value` in decimal, as serde_json writes it (two digits a step: records and answers
+/// hold many integers, most timestamps of 19 digits).
+pub fn write_u64(out: &mut Vec<u8>, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    while value >= 100 {
+        let pair = (value % 100) as usize * 2;
+        value /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if value >= 10 {
+        let pair = value as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + value as u8;
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `value` in decimal, as serde_json writes it.
+pub fn write_i64(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    write_u64(out, value.unsigned_abs());
+}
+
+/// Appends `key` as serde_json writes an object's key (a string, a char or a unit variant as a
+/// string, an integer as its text in quotes, a newtype around one of those), and answers
+/// `true`; answers `false` and appends nothing for any other key (serde_json accepts some,
+/// refuses others: a writer that gets `false` leaves the value to serde_json).
+pub fn write_map_key<T: Serialize + ?Sized>(out: &mut Vec<u8>, key: &T) -> bool {
+    crate::json_ser::write_key(out, key)
+}
+
 /// Appends `text` as a JSON string literal, quoted and escaped as `serde_json` does: `\"`,
 /// `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control characters as `\u00xx` (lower-case
 /// hex); everything else, DEL and non-ASCII included, as is.
@@ -271,6 +321,26 @@ mod tests {
                     "{byte:#x} at {lane}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn integers_are_their_decimal_text() {
+        let mut samples: Vec<u64> = (0..1000).collect();
+        let mut power = 1u64;
+        while let Some(next) = power.checked_mul(10) {
+            samples.extend([power - 1, power, power + 1, next - 1]);
+            power = next;
+        }
+        samples.extend([u64::MAX, u64::MAX - 1, 1_795_874_641_540_756_952]);
+        for value in samples {
+            let mut out = Vec::new();
+            write_u64(&mut out, value);
+            assert_eq!(out, value.to_string().into_bytes());
+            let signed = i64::try_from(value).map_or(i64::MIN, |value| -value);
+            let mut out = Vec::new();
+            write_i64(&mut out, signed);
+            assert_eq!(out, signed.to_string().into_bytes());
         }
     }
 }

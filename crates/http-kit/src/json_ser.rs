@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde::ser::{self, Serialize};
 
-use crate::json::write_str;
+use crate::json::{write_i64, write_str, write_u64};
 
 /// The compact JSON text of `value`, as `serde_json::to_vec` writes it.
 pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
@@ -28,6 +28,12 @@ pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_
         // Anything this writer does not do itself is serde_json's to decide.
         Err(Unsupported) => serde_json::to_vec(value),
     }
+}
+
+/// Appends `key` as serde_json writes a map key; `false` (nothing appended) for a key left to
+/// serde_json. (`crate::json::write_map_key`.)
+pub(crate) fn write_key<T: Serialize + ?Sized>(out: &mut Vec<u8>, key: &T) -> bool {
+    key.serialize(KeyWriter { out }).is_ok()
 }
 
 /// What makes [`to_vec`] hand the value to `serde_json`.
@@ -50,28 +56,6 @@ impl ser::Error for Unsupported {
 
 struct Writer<'a> {
     out: &'a mut Vec<u8>,
-}
-
-fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        // `n % 10` is below 10.
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
-fn write_i64(out: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    write_u64(out, n.unsigned_abs());
 }
 
 /// Numbers `serde_json` formats in its own way (floats, 128-bit integers): its text.
@@ -388,9 +372,9 @@ impl ser::SerializeMap for Compound<'_, '_> {
 
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Unsupported> {
         self.separate();
-        key.serialize(KeyWriter {
-            out: &mut *self.writer.out,
-        })?;
+        if !write_key(self.writer.out, key) {
+            return Err(Unsupported);
+        }
         self.writer.out.push(b':');
         Ok(())
     }

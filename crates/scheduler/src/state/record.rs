@@ -228,47 +228,6 @@ impl ser::Error for Stop {
 
 type Written = Result<(), Stop>;
 
-/// The two digits of every number below 100, in order: "00", "01", ... "99".
-const DIGIT_PAIRS: [u8; 200] = {
-    let mut pairs = [0u8; 200];
-    let mut i = 0;
-    while i < 100 {
-        pairs[2 * i] = b'0' + (i / 10) as u8;
-        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    pairs
-};
-
-/// Appends `value` in decimal (a record holds a score of them, most timestamps of 19 digits:
-/// two digits a step).
-fn write_u64(out: &mut Vec<u8>, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    while value >= 100 {
-        let pair = (value % 100) as usize * 2;
-        value /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    }
-    if value >= 10 {
-        let pair = value as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + value as u8;
-    }
-    out.extend_from_slice(&digits[at..]);
-}
-
-fn write_i64(out: &mut Vec<u8>, value: i64) {
-    if value < 0 {
-        out.push(b'-');
-    }
-    write_u64(out, value.unsigned_abs());
-}
-
 /// A number `serde_json` formats (floats, 128-bit integers): its text exactly.
 fn write_number<T: Serialize>(out: &mut Vec<u8>, value: T) -> Written {
     serde_json::to_writer(&mut *out, &value).map_err(|_| Stop)
@@ -431,7 +390,9 @@ impl ser::SerializeMap for Fields<'_, '_> {
     type Error = Stop;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Written {
         self.separate();
-        key.serialize(Key(self.out))?;
+        if !http_kit::json::write_map_key(self.out, key) {
+            return Err(Stop);
+        }
         self.out.push(b':');
         Ok(())
     }
@@ -470,7 +431,7 @@ impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
         self.serialize_i64(i64::from(v))
     }
     fn serialize_i64(self, v: i64) -> Written {
-        write_i64(self.out, v);
+        http_kit::json::write_i64(self.out, v);
         Ok(())
     }
     fn serialize_i128(self, v: i128) -> Written {
@@ -486,7 +447,7 @@ impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
         self.serialize_u64(u64::from(v))
     }
     fn serialize_u64(self, v: u64) -> Written {
-        write_u64(self.out, v);
+        http_kit::json::write_u64(self.out, v);
         Ok(())
     }
     fn serialize_u128(self, v: u128) -> Written {
@@ -519,7 +480,7 @@ impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
             if i > 0 {
                 self.out.push(b',');
             }
-            write_u64(self.out, u64::from(*byte));
+            http_kit::json::write_u64(self.out, u64::from(*byte));
         }
         self.out.push(b']');
         Ok(())
@@ -636,152 +597,6 @@ impl<'o, 'd> ser::Serializer for Compact<'o, 'd> {
             first: true,
             close: b"}}",
         })
-    }
-}
-
-/// A map key as `serde_json` writes it: a string, or an integer as its text in quotes; any
-/// other key stops the writer (the record is then stored whole by `serde_json`).
-struct Key<'o>(&'o mut Vec<u8>);
-
-impl Key<'_> {
-    fn quoted(self, write: impl FnOnce(&mut Vec<u8>)) -> Written {
-        self.0.push(b'"');
-        write(self.0);
-        self.0.push(b'"');
-        Ok(())
-    }
-}
-
-impl ser::Serializer for Key<'_> {
-    type Ok = ();
-    type Error = Stop;
-    type SerializeSeq = ser::Impossible<(), Stop>;
-    type SerializeTuple = ser::Impossible<(), Stop>;
-    type SerializeTupleStruct = ser::Impossible<(), Stop>;
-    type SerializeTupleVariant = ser::Impossible<(), Stop>;
-    type SerializeMap = ser::Impossible<(), Stop>;
-    type SerializeStruct = ser::Impossible<(), Stop>;
-    type SerializeStructVariant = ser::Impossible<(), Stop>;
-
-    fn serialize_bool(self, _v: bool) -> Written {
-        Err(Stop)
-    }
-    fn serialize_i8(self, v: i8) -> Written {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Written {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Written {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i64(self, v: i64) -> Written {
-        self.quoted(|out| write_i64(out, v))
-    }
-    fn serialize_u8(self, v: u8) -> Written {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Written {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Written {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u64(self, v: u64) -> Written {
-        self.quoted(|out| write_u64(out, v))
-    }
-    fn serialize_f32(self, _v: f32) -> Written {
-        Err(Stop)
-    }
-    fn serialize_f64(self, _v: f64) -> Written {
-        Err(Stop)
-    }
-    fn serialize_char(self, v: char) -> Written {
-        self.serialize_str(v.encode_utf8(&mut [0; 4]))
-    }
-    fn serialize_str(self, v: &str) -> Written {
-        http_kit::json::write_str(self.0, v);
-        Ok(())
-    }
-    fn serialize_bytes(self, _v: &[u8]) -> Written {
-        Err(Stop)
-    }
-    fn serialize_none(self) -> Written {
-        Err(Stop)
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Written {
-        Err(Stop)
-    }
-    fn serialize_unit(self) -> Written {
-        Err(Stop)
-    }
-    fn serialize_unit_struct(self, _name: &'static str) -> Written {
-        Err(Stop)
-    }
-    fn serialize_unit_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        variant: &'static str,
-    ) -> Written {
-        self.serialize_str(variant)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Written {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Written {
-        Err(Stop)
-    }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Stop> {
-        Err(Stop)
-    }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Stop> {
-        Err(Stop)
-    }
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, Stop> {
-        Err(Stop)
-    }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Stop> {
-        Err(Stop)
-    }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Stop> {
-        Err(Stop)
-    }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, Stop> {
-        Err(Stop)
-    }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Stop> {
-        Err(Stop)
     }
 }
 
@@ -1562,26 +1377,6 @@ mod tests {
         );
         let back: Vec<CheckResult> = serde_json::from_slice(&written).expect("decode");
         assert_eq!(back, checks);
-    }
-
-    #[test]
-    fn integers_are_their_decimal_text() {
-        let mut samples: Vec<u64> = (0..1000).collect();
-        let mut power = 1u64;
-        while let Some(next) = power.checked_mul(10) {
-            samples.extend([power - 1, power, power + 1, next - 1]);
-            power = next;
-        }
-        samples.extend([u64::MAX, u64::MAX - 1, 1_795_874_641_540_756_952]);
-        for value in samples {
-            let mut out = Vec::new();
-            write_u64(&mut out, value);
-            assert_eq!(out, value.to_string().into_bytes());
-            let signed = i64::try_from(value).map_or(i64::MIN, |value| -value);
-            let mut out = Vec::new();
-            write_i64(&mut out, signed);
-            assert_eq!(out, signed.to_string().into_bytes());
-        }
     }
 
     /// A map key `Compact` does not write (a boolean): the record is stored whole, as
