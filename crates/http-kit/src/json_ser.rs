@@ -1,5 +1,5 @@
 //! Compact JSON text of any `Serialize` value, byte-identical to `serde_json::to_vec`, with
-//! strings escaped through [`crate::json::write_str`] (sixteen plain bytes a step) instead of
+//! strings escaped through [`crate::json_text::write_str`] (sixteen plain bytes a step) instead of
 //! `serde_json`'s byte-by-byte table walk, which was the largest cost of serialising an
 //! answer full of names, ids and encoded values (a health answer's strings alone cost it
 //! ~2,000 instructions).
@@ -18,7 +18,7 @@ use std::fmt;
 
 use serde::ser::{self, Serialize};
 
-use crate::json::{write_i64, write_str, write_u64};
+use crate::json_text::{write_i64, write_str, write_u64};
 
 /// The compact JSON text of `value`, as `serde_json::to_vec` writes it.
 pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {

@@ -49,6 +49,7 @@ mod extract;
 mod headers;
 pub mod json;
 mod json_ser;
+mod json_text;
 mod keep_alive;
 mod layers;
 mod logging;
