@@ -5,7 +5,7 @@
 //! (go-tfe sizes its token bucket from it), `X-TFE-Version` and `X-TFE-Current-Version`.
 
 use axum::response::{IntoResponse, Response};
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::State;
 
@@ -18,23 +18,23 @@ const X_TFE_CURRENT_VERSION: HeaderName = HeaderName::from_static("x-tfe-current
 /// `GET /api/v2/ping`: 204 with the discovery headers; `X-RateLimit-Limit` is the configured
 /// per-caller limit (ping itself is never limited).
 pub(crate) async fn ping(axum::extract::State(state): axum::extract::State<State>) -> Response {
-    (
-        StatusCode::NO_CONTENT,
-        [
-            (X_RATELIMIT_LIMIT, HeaderValue::from(state.api_rate_limit())),
-            (
-                TFP_APPNAME,
-                HeaderValue::from_static("Terraform Enterprise"),
-            ),
-            (
-                X_TFE_VERSION,
-                HeaderValue::from_static(concat!("cairn-", env!("CARGO_PKG_VERSION"))),
-            ),
-            (
-                X_TFE_CURRENT_VERSION,
-                HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
-            ),
-        ],
-    )
-        .into_response()
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    // Room for every header the answer leaves with (these four, `TFP-API-Version`,
+    // `X-Request-Id` and `Content-Length`): a map grown from its default six slots is rehashed.
+    let mut headers = HeaderMap::with_capacity(8);
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(state.api_rate_limit()));
+    headers.insert(
+        TFP_APPNAME,
+        HeaderValue::from_static("Terraform Enterprise"),
+    );
+    headers.insert(
+        X_TFE_VERSION,
+        HeaderValue::from_static(concat!("cairn-", env!("CARGO_PKG_VERSION"))),
+    );
+    headers.insert(
+        X_TFE_CURRENT_VERSION,
+        HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
+    );
+    *response.headers_mut() = headers;
+    response
 }

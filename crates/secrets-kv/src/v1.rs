@@ -6,7 +6,8 @@
 //!
 //! - write (`POST`/`PUT` any path) stores the request data as-is (a JSON object) → 204; no
 //!   data → 400 `missing data fields`; the mount root or a path ending in `/` → 400.
-//! - read → `data` exactly as stored; missing → `None` (404).
+//! - read → `data` exactly as stored (its stored text, `Response::data_text`); missing →
+//!   `None` (404).
 //! - delete → 204 whether or not it existed.
 //! - list (`LIST` or `GET ?list=true`; the path is `""` or ends in `/`) → sorted immediate
 //!   children, sub-directories ending in `/`; none → `None` (404).
@@ -22,7 +23,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use secrets_sdk::{Data, Engine, EngineError, EngineStorage, Operation, Request, Response};
+use secrets_sdk::{
+    Data, DataText, Engine, EngineError, EngineStorage, Operation, Request, Response,
+};
 
 /// A kv version 1 mount.
 #[derive(Debug)]
@@ -40,10 +43,13 @@ impl KvEngine {
         let Some(bytes) = self.storage.get(path).await? else {
             return Ok(None);
         };
-        let data: Data = serde_json::from_slice(&bytes).map_err(|err| {
+        // The stored text goes into the answer as it is: it is what `write` made of a `Data`
+        // (compact, as the core would write it again), so parsing it only to write it back
+        // would cost the read a map of owned strings.
+        let text = DataText::new(bytes).map_err(|err| {
             EngineError::Internal(format!("json decoding failed for {path:?}: {err}"))
         })?;
-        Ok(Some(Response::data(data)))
+        Ok(Some(Response::data_text(text)))
     }
 
     async fn write(&self, path: &str, data: &Data) -> Result<Option<Response>, EngineError> {
@@ -130,7 +136,23 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(Value::Object(read.data.unwrap()), body);
+        assert_eq!(Value::Object(read.data_map().unwrap()), body);
+        // The answer is the stored text itself, not a map parsed from it.
+        assert!(read.data.is_none());
+        assert_eq!(
+            read.data_text.unwrap().as_bytes(),
+            serde_json::to_vec(&body).unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stored_value_that_is_not_an_object_is_an_internal_error() {
+        let (engine, storage) = engine();
+        storage.put("bad", b"[1,2]").await.unwrap();
+        assert!(matches!(
+            call(&engine, Operation::Read, "bad", json!({})).await,
+            Err(EngineError::Internal(message)) if message.contains("json decoding failed")
+        ));
     }
 
     #[tokio::test]
@@ -146,7 +168,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(Value::Object(read.data.unwrap()), json!({"z": 3}));
+        assert_eq!(Value::Object(read.data_map().unwrap()), json!({"z": 3}));
     }
 
     #[tokio::test]

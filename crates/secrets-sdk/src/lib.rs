@@ -31,7 +31,7 @@ pub use engine::{Engine, EngineConfig, Factory, Lease, SpecialPaths};
 pub use error::EngineError;
 pub use password::{PasswordPolicy, PasswordPolicySource, Passwords};
 pub use request::{MountTtls, Operation, Request, RequestAuth};
-pub use response::{Auth, LeaseOptions, RawResponse, Response};
+pub use response::{Auth, DataText, LeaseOptions, RawResponse, Response};
 pub use stdx::clock::{Clock, SharedClock};
 pub use storage::{EngineStorage, StorageError};
 

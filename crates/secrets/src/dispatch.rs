@@ -45,7 +45,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
-use secrets_sdk::{Data, Operation};
+use secrets_sdk::{Data, DataText, Operation};
 use serde_json::Value;
 
 use crate::mounts::{Backend, MountEntry};
@@ -274,6 +274,18 @@ async fn respond(
         }
         return Ok(response);
     }
+    // An engine's stored text (a kv secret) goes into the envelope as it is, unless something
+    // below needs its fields: a list's 404 rule, a core backend's auth key, wrapping, Vault's
+    // top-level injection.
+    let mut data_text = answer.data_text.take();
+    if data_text.is_some()
+        && (operation == Operation::List
+            || !matches!(backend, Backend::Engine(_))
+            || ctx.wrap_ttl.is_some_and(|ttl| !ttl.is_zero())
+            || injects_top_level(&req.path))
+    {
+        answer.data = data_text.take().map(|text| text.to_data());
+    }
     if operation == Operation::List && list_is_empty(&answer) {
         return Err(Error::NotFound);
     }
@@ -373,7 +385,10 @@ async fn respond(
         return Ok(json_response(StatusCode::OK, &Value::Object(body)));
     }
     let Some(ttl) = wrap_ttl else {
-        return Ok(json_bytes_response(StatusCode::OK, envelope.to_bytes()));
+        return Ok(json_bytes_response(
+            StatusCode::OK,
+            envelope.to_bytes(data_text.as_ref()),
+        ));
     };
     let wrapped_accessor = auth_json
         .get("accessor")
@@ -410,7 +425,9 @@ struct Envelope<'a> {
 impl Envelope<'_> {
     /// The envelope's JSON text, written by hand: the same bytes as `serde_json::to_vec` of
     /// the derived `Serialize` (tested), for a fraction of the CPU on a secret's long value.
-    fn to_bytes(&self) -> Vec<u8> {
+    /// With `data_text`, that text is the `data` field (`self.data` is then `null`): an
+    /// engine's stored JSON, the bytes `to_vec` would write for the map it holds (tested).
+    fn to_bytes(&self, data_text: Option<&DataText>) -> Vec<u8> {
         use http_kit::json::{write_str, write_value};
         // Room for the envelope and a small secret's data without growing (a grown buffer is
         // copied once per doubling).
@@ -418,7 +435,10 @@ impl Envelope<'_> {
         out.extend_from_slice(b"{\"auth\":");
         write_value(&mut out, self.auth);
         out.extend_from_slice(b",\"data\":");
-        write_value(&mut out, self.data);
+        match data_text {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            None => write_value(&mut out, self.data),
+        }
         out.extend_from_slice(b",\"lease_duration\":");
         if self.lease_duration == 0 {
             out.push(b'0');
@@ -641,9 +661,21 @@ mod tests {
                 wrap_info: (),
             };
             assert_eq!(
-                String::from_utf8(envelope.to_bytes()).unwrap(),
+                String::from_utf8(envelope.to_bytes(None)).unwrap(),
                 serde_json::to_string(&envelope).unwrap()
             );
+            // The same data as stored text (what the kv engine answers) writes the same bytes.
+            if let Value::Object(map) = data {
+                let text = DataText::new(serde_json::to_vec(map).unwrap()).unwrap();
+                let plain = Envelope {
+                    data: &Value::Null,
+                    ..envelope
+                };
+                assert_eq!(
+                    String::from_utf8(plain.to_bytes(Some(&text))).unwrap(),
+                    serde_json::to_string(&envelope).unwrap()
+                );
+            }
         }
     }
 
