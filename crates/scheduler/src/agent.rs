@@ -9,10 +9,11 @@
 //! Invariants: only `/v1/agent/self` needs a token (`agent:read`, as upstream); the others
 //! never fail.
 
+use axum::body::Body;
 use axum::extract::State;
-use http::HeaderMap;
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, header};
 use http_kit::Json;
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -24,30 +25,26 @@ const NOMAD_COMPAT_VERSION: &str = "1.10.0";
 /// Nomad's RPC port, reported in the leader and peer addresses.
 const RPC_PORT: u16 = 4647;
 
-#[derive(Debug, Serialize)]
-pub(crate) struct AgentHealth {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    client: Option<HealthPart>,
-    server: HealthPart,
-}
-
-#[derive(Debug, Serialize)]
-struct HealthPart {
-    ok: bool,
-    message: &'static str,
-}
-
-/// `GET /v1/agent/health`.
-pub(crate) async fn read_health(State(state): State<crate::State>) -> Json<AgentHealth> {
-    let ok = || HealthPart {
-        ok: true,
-        message: "ok",
+/// `GET /v1/agent/health`: one of two fixed answers (with and without the client part), the
+/// bytes Nomad's health type serialises to (the tests' `AgentHealth`), sent without
+/// serialising or allocating.
+pub(crate) async fn read_health(State(state): State<crate::State>) -> Response {
+    let body: &'static [u8] = if state.client_enabled() {
+        HEALTH_WITH_CLIENT
+    } else {
+        HEALTH_SERVER_ONLY
     };
-    Json(AgentHealth {
-        client: state.client_enabled().then(ok),
-        server: ok(),
-    })
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
+
+const HEALTH_WITH_CLIENT: &[u8] =
+    br#"{"client":{"ok":true,"message":"ok"},"server":{"ok":true,"message":"ok"}}"#;
+const HEALTH_SERVER_ONLY: &[u8] = br#"{"server":{"ok":true,"message":"ok"}}"#;
 
 /// The host the client reached us at (from `Host`), or loopback.
 fn host_of(headers: &HeaderMap) -> String {
@@ -159,9 +156,47 @@ pub(crate) async fn list_regions(State(state): State<crate::State>) -> Json<Vec<
 
 #[cfg(test)]
 mod tests {
-    use http::HeaderValue;
+    use serde::Serialize;
 
     use super::*;
+
+    /// Nomad's health answer as a type: what the fixed answers must be.
+    #[derive(Debug, Serialize)]
+    struct AgentHealth {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        client: Option<HealthPart>,
+        server: HealthPart,
+    }
+
+    #[derive(Debug, Serialize)]
+    struct HealthPart {
+        ok: bool,
+        message: &'static str,
+    }
+
+    #[test]
+    fn the_fixed_health_answers_are_the_serialised_ones() {
+        let ok = || HealthPart {
+            ok: true,
+            message: "ok",
+        };
+        let with_client = AgentHealth {
+            client: Some(ok()),
+            server: ok(),
+        };
+        let server_only = AgentHealth {
+            client: None,
+            server: ok(),
+        };
+        assert_eq!(
+            HEALTH_WITH_CLIENT,
+            serde_json::to_vec(&with_client).unwrap()
+        );
+        assert_eq!(
+            HEALTH_SERVER_ONLY,
+            serde_json::to_vec(&server_only).unwrap()
+        );
+    }
 
     fn with_host(host: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
