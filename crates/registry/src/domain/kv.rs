@@ -13,8 +13,12 @@
 //!
 //! Invariants: every write is one transaction guarded by the key's mod revision (and for acquire
 //! the session's), retried on a lost race up to [`MAX_ATTEMPTS`] times, under the key's lock on
-//! this server (`State::lock_kv_key`), so only writers on other servers can make it lose; an
-//! acquire or release writes or deletes the session's lock record in the same transaction.
+//! this server (`State::lock_kv_key`), so only writers on other servers can make it lose. An
+//! acquire writes the session's lock record in the same transaction unless the entry's
+//! `lock_record` already names the session (its record exists: `store/kv.rs`); release leaves
+//! the lock record in place (a stale one, which invalidation ignores), so a holder that
+//! releases and acquires again writes one record per request. Deleting an entry deletes the
+//! lock record its `lock_record` (or, in an older entry, its `Session`) names.
 
 use storage::{Compare, Op, Txn};
 
@@ -36,13 +40,19 @@ pub(crate) struct Put<'a> {
 }
 
 impl Put<'_> {
-    fn record(&self, session: Option<String>, lock_index: u64) -> KvRecord {
+    fn record(
+        &self,
+        session: Option<String>,
+        lock_index: u64,
+        lock_record: Option<String>,
+    ) -> KvRecord {
         KvRecord {
             version: RECORD_VERSION,
             flags: self.flags,
             value: self.value.clone(),
             session,
             lock_index,
+            lock_record,
         }
     }
 }
@@ -65,8 +75,10 @@ pub(crate) async fn put(state: &State, request: &Put<'_>, cas: Option<u64>) -> R
         if cas.is_some_and(|cas| cas != revision) {
             return Ok(false);
         }
-        let (session, lock_index) = existing.map_or((None, 0), |e| (e.session, e.lock_index));
-        let value = encode(&kv_key, &request.record(session, lock_index))?;
+        let (session, lock_index, lock_record) = existing.map_or((None, 0, None), |e| {
+            (e.session, e.lock_index, e.lock_record)
+        });
+        let value = encode(&kv_key, &request.record(session, lock_index, lock_record))?;
         let txn = Txn::new()
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .then(Op::Put {
@@ -115,15 +127,19 @@ pub(crate) async fn acquire(
         let (_, session_kv) = load_session(state, &id).await?.ok_or_else(invalid)?;
         // 3. The key's holder decides.
         let (existing, revision) = load_entry(state, &kv_key).await?;
-        let lock_index = match existing {
-            None => 1,
-            Some(entry) => match entry.session {
-                Some(holder) if holder == id => entry.lock_index,
-                Some(_) => return Ok(false),
-                None => entry.lock_index + 1,
-            },
+        let (lock_index, recorded) = match existing {
+            None => (1, false),
+            Some(entry) => {
+                let recorded = entry.lock_record.as_deref() == Some(id.as_str());
+                match entry.session {
+                    Some(holder) if holder == id => (entry.lock_index, recorded),
+                    Some(_) => return Ok(false),
+                    None => (entry.lock_index + 1, recorded),
+                }
+            }
         };
-        let value = encode(&kv_key, &request.record(Some(id.clone()), lock_index))?;
+        let record = request.record(Some(id.clone()), lock_index, Some(id.clone()));
+        let value = encode(&kv_key, &record)?;
         txn = txn
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .when(Compare::ModRevision(
@@ -133,8 +149,12 @@ pub(crate) async fn acquire(
             .then(Op::Put {
                 key: kv_key.clone(),
                 value,
-            })
-            .then(lock_record_op(&id, request.namespace, request.key)?);
+            });
+        if !recorded {
+            // The session's record of this key, unless this entry (whose mod revision the
+            // transaction checks) says it exists already.
+            txn = txn.then(lock_record_op(&id, request.namespace, request.key)?);
+        }
         if storage.txn(txn).await?.succeeded {
             return Ok(true);
         }
@@ -159,15 +179,14 @@ pub(crate) async fn release(
         if entry.session.as_deref() != Some(id.as_str()) {
             return Ok(false);
         }
-        let value = encode(&kv_key, &request.record(None, entry.lock_index))?;
+        // The lock record stays: the entry's `lock_record` still names it (module docs).
+        let record = request.record(None, entry.lock_index, entry.lock_record);
+        let value = encode(&kv_key, &record)?;
         let txn = Txn::new()
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .then(Op::Put {
                 key: kv_key.clone(),
                 value,
-            })
-            .then(Op::Delete {
-                key: sessions::session_lock_key(&id, request.namespace, request.key),
             });
         if state.storage().txn(txn).await?.succeeded {
             return Ok(true);
@@ -208,9 +227,9 @@ pub(crate) async fn delete(
             .then(Op::Delete {
                 key: kv_key.clone(),
             });
-        if let Some(holder) = &entry.session {
+        if let Some(recorded) = entry.lock_record.as_ref().or(entry.session.as_ref()) {
             txn = txn.then(Op::Delete {
-                key: sessions::session_lock_key(holder, namespace, key),
+                key: sessions::session_lock_key(recorded, namespace, key),
             });
         }
         if state.storage().txn(txn).await?.succeeded {

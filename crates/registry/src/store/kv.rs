@@ -11,6 +11,9 @@
 //! `"Value": null`); namespaces never contain `/` (validated in `meta.rs`), so
 //! `<namespace>/` prefixes are exact. Lock-delays are wall-clock Unix ms, read by acquire from
 //! storage (they survive a restart); an expired one is deleted lazily by the next acquire.
+//! An entry's `Session` is always also its `lock_record` (acquire sets both); a `lock_record`
+//! naming a live session means that session's lock record for the key exists (only the
+//! session's invalidation or the entry's deletion removes it).
 
 use serde::{Deserialize, Serialize};
 use storage::KeyRange;
@@ -52,6 +55,13 @@ pub(crate) struct KvRecord {
     pub(crate) session: Option<String>,
     #[serde(default)]
     pub(crate) lock_index: u64,
+    /// The session whose lock record for this key (`store/sessions.rs`) was written with or
+    /// before this entry: the last session to acquire the key, kept by release and plain
+    /// PUTs, so a holder that releases and acquires again writes only this entry. Not shown
+    /// to clients. Absent in entries written before it existed (acquire then writes the lock
+    /// record again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lock_record: Option<String>,
 }
 
 /// A lock-delay on a key.
