@@ -341,6 +341,12 @@ impl Storage for RedbStorage {
         self.inner.shared.read_inline(|reader| reader.get(key))
     }
 
+    async fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<KeyValue>>> {
+        self.inner
+            .shared
+            .read_inline(|reader| reader.get_many(keys))
+    }
+
     async fn scan(&self, range: KeyRange, limit: Option<usize>) -> Result<ScanResult> {
         // Most scans on request paths are small (a session's locks, a node's checks): read up
         // to INLINE_SCAN_KEYS + 1 keys on the calling thread, which costs less than the

@@ -221,6 +221,23 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// Removes `revisions`, every history record from the first of them to the last (the
+    /// oldest ones, as compaction drops them), in one pass: redb then rebuilds each leaf once
+    /// for all its removals, where a `remove` per revision rebuilt (and, at the tree's left
+    /// edge, merged) a leaf every time.
+    fn history_remove_all(&mut self, revisions: &[Revision]) -> Result<(), Error> {
+        let (Some(&first), Some(&last)) = (revisions.first(), revisions.last()) else {
+            return Ok(());
+        };
+        self.history
+            .retain_in(first..=last, |_, _| false)
+            .or_backend()?;
+        for &revision in revisions {
+            self.log(codec::Redo::HistoryDelete(revision));
+        }
+        Ok(())
+    }
+
     /// Applies a redo record made on the state at `meta.revision = first - 1` and advances
     /// `meta` (and the table) to the record's; returns false, changing nothing, for a record
     /// made on any other state (stale, or after a gap).
@@ -300,9 +317,11 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {
+    /// The mod revision of `key`, `None` if it is missing (what a compare reads, without
+    /// copying the value).
+    fn mod_revision(&self, key: &[u8]) -> Result<Option<Revision>, Error> {
         match self.kv.get(key).or_backend()? {
-            Some(record) => Ok(Some(codec::decode_kv(key, record.value())?)),
+            Some(record) => Ok(Some(codec::decode_mod_revision(key, record.value())?)),
             None => Ok(None),
         }
     }
@@ -327,7 +346,7 @@ impl<'t> WriteTables<'t> {
     ) -> Result<(TxnResult, Option<Batch>), Error> {
         let mut succeeded = true;
         for compare in &txn.compares {
-            if !compare.holds(self.get(compare.key())?.as_ref()) {
+            if !compare.holds_at(self.mod_revision(compare.key())?) {
                 succeeded = false;
                 break;
             }
@@ -505,9 +524,7 @@ impl<'t> WriteTables<'t> {
             }
         }
         let newest_dropped = dropped.last().copied();
-        for revision in dropped {
-            self.history_remove(revision)?;
-        }
+        self.history_remove_all(&dropped)?;
         meta.history_bytes = bytes;
         meta.compacted = meta.compacted.max(floor).max(newest_dropped.unwrap_or(0));
         Ok(())
@@ -534,6 +551,19 @@ impl Reader {
             Some(record) => Ok(Some(codec::decode_kv(key, record.value())?)),
             None => Ok(None),
         }
+    }
+
+    /// Each of `keys`, in order, from one opening of `kv`.
+    pub(crate) fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<KeyValue>>, Error> {
+        let kv = self.txn.open_table(KV).or_backend()?;
+        let mut values = Vec::with_capacity(keys.len());
+        for key in keys {
+            values.push(match kv.get(*key).or_backend()? {
+                Some(record) => Some(codec::decode_kv(key, record.value())?),
+                None => None,
+            });
+        }
+        Ok(values)
     }
 
     pub(crate) fn scan(&self, range: &KeyRange, limit: Option<usize>) -> Result<ScanResult, Error> {

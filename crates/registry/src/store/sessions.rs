@@ -28,7 +28,7 @@
 use serde::{Deserialize, Serialize};
 use storage::KeyRange;
 
-use crate::store::PREFIX;
+use crate::store::{PREFIX, store_key};
 
 /// The current version of every record in this file.
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -43,7 +43,7 @@ pub(crate) fn sessions_range() -> KeyRange {
 }
 
 pub(crate) fn session_key(id: &str) -> Vec<u8> {
-    format!("{PREFIX}sessions/{id}").into_bytes()
+    store_key(&[PREFIX, "sessions/", id])
 }
 
 /// The lock records of one session.
@@ -57,7 +57,7 @@ pub(crate) fn session_locks_prefix(id: &str) -> String {
 
 /// The record saying session `id` holds `key` in `namespace`.
 pub(crate) fn session_lock_key(id: &str, namespace: &str, key: &str) -> Vec<u8> {
-    format!("{PREFIX}session-locks/{id}/{namespace}/{key}").into_bytes()
+    store_key(&[PREFIX, "session-locks/", id, "/", namespace, "/", key])
 }
 
 /// Splits a lock record's key back into (namespace, key).
