@@ -61,13 +61,21 @@ fn history_record_bytes(record: &[u8]) -> u64 {
     record.len() as u64 + 8
 }
 
-/// How much history compaction keeps: at most `revisions` revisions and, beyond the newest
-/// one (always kept, however large), at most `bytes` bytes of history records.
+/// How much history compaction keeps: at most `revisions` revisions (at least
+/// `revisions - revisions / COMPACTION_SLACK_DIVISOR`, see [`WriteTables::compact`]) and,
+/// beyond the newest one (always kept, however large), at most `bytes` bytes of history
+/// records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Retention {
     pub(crate) revisions: u64,
     pub(crate) bytes: u64,
 }
+
+/// Once history exceeds its revision bound, compaction drops it this fraction of the bound
+/// below it, so revisions are dropped a chunk at a time (whole B-tree leaves, and one list of
+/// freed pages per chunk) rather than one per commit, which rebuilt the oldest leaf and stored
+/// freed pages on every commit. Below 64 revisions the chunk is one revision: exact.
+const COMPACTION_SLACK_DIVISOR: u64 = 64;
 
 /// Maps any redb error into the backend-neutral one.
 pub(crate) fn backend(err: impl Display) -> Error {
@@ -477,15 +485,19 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Drops the oldest history while it holds more than `retention.revisions` revisions, or
-    /// more than `retention.bytes` bytes (the newest revision is kept for the byte bound), with
-    /// the tombstones those entries created, raising `meta.compacted` and
-    /// `meta.tombstone_floor` and lowering `meta.history_bytes`.
+    /// Once history holds more than `retention.revisions` revisions or `retention.bytes`
+    /// bytes, drops the oldest while it holds more than `retention.revisions` less the slack
+    /// ([`COMPACTION_SLACK_DIVISOR`]) or more than `retention.bytes` bytes (the newest revision
+    /// is kept for the byte bound), with the tombstones those entries created, raising
+    /// `meta.compacted` and `meta.tombstone_floor` and lowering `meta.history_bytes`.
     pub(crate) fn compact(&mut self, meta: &mut Meta, retention: Retention) -> Result<(), Error> {
         let floor = meta.revision.saturating_sub(retention.revisions);
         if floor <= meta.compacted && meta.history_bytes <= retention.bytes {
             return Ok(());
         }
+        // Due: drop a chunk, down to the bound less the slack.
+        let slack = retention.revisions / COMPACTION_SLACK_DIVISOR;
+        let floor = floor.saturating_add(slack).min(meta.revision);
         let mut dropped = Vec::new();
         let mut deletes = Vec::new();
         let mut bytes = meta.history_bytes;
