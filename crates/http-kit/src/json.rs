@@ -1,5 +1,5 @@
-//! JSON out: the [`Json`] response (a body serialised into a `Vec`), and compact JSON text of
-//! `serde_json` values for hot response paths: [`write_value`], with `json_text`'s
+//! JSON out: the [`Json`] response (a body serialised into a `Vec`), [`to_vec`] (the same text
+//! for a stored record), and compact JSON text of `serde_json` values for hot response paths: [`write_value`], with `json_text`'s
 //! [`write_str`], [`write_u64`], [`write_i64`] and `json_ser`'s [`write_map_key`], append
 //! exactly the bytes `serde_json::to_vec` writes (same escapes, same key order, same number
 //! text), with a string escape that skips plain bytes a word at a time.
@@ -93,6 +93,12 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
             out.push(b'}');
         }
     }
+}
+
+/// The compact JSON text of `value`, exactly `serde_json::to_vec`'s (error included), written by
+/// `json_ser`: for services that store JSON records on a hot write path.
+pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    crate::json_ser::to_vec(value)
 }
 
 /// Appends `key` as serde_json writes an object's key (a string, a char or a unit variant as a

@@ -956,6 +956,100 @@ async fn session_zero_lock_delay_sets_none() {
     );
 }
 
+/// The revisions of session `id`'s lock records, by stored key.
+async fn lock_records(registry: &TestRegistry, id: &str) -> Vec<(String, u64)> {
+    use storage::StorageExt;
+    let prefix = format!("registry/session-locks/{id}/");
+    let scanned = registry
+        .storage
+        .scan_prefix(prefix.as_bytes())
+        .await
+        .unwrap();
+    scanned
+        .kvs
+        .iter()
+        .map(|kv| {
+            (
+                String::from_utf8_lossy(&kv.key).into_owned(),
+                kv.mod_revision,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn session_reacquire_after_release_writes_only_the_entry() {
+    let registry = TestRegistry::new().await;
+    let holder = create(&registry, "").await;
+    let acquire = format!("/v1/kv/lock?acquire={holder}");
+    let release = format!("/v1/kv/lock?release={holder}");
+    assert_eq!(kv_put(&registry, &acquire, "v").await, json!(true));
+    let recorded = lock_records(&registry, &holder).await;
+    assert_eq!(recorded.len(), 1);
+    for _ in 0..3 {
+        assert_eq!(kv_put(&registry, &release, "v").await, json!(true));
+        assert_eq!(kv_put(&registry, &acquire, "v").await, json!(true));
+    }
+    // The lock record written by the first acquire stays, untouched.
+    assert_eq!(lock_records(&registry, &holder).await, recorded);
+    let entry = kv_entry(&registry, "lock").await.unwrap();
+    assert_eq!(entry["Session"], holder);
+    assert_eq!(entry["LockIndex"], 4);
+    assert!(entry.get("LockRecord").is_none() && entry.as_object().unwrap().len() == 7);
+}
+
+#[tokio::test]
+async fn session_destroy_after_release_leaves_the_key_alone() {
+    let registry = TestRegistry::new().await;
+    let holder = create(&registry, "").await;
+    let other = create(&registry, "").await;
+    kv_put(&registry, &format!("/v1/kv/lock?acquire={holder}"), "v").await;
+    kv_put(&registry, &format!("/v1/kv/lock?release={holder}"), "v").await;
+    let released = kv_entry(&registry, "lock").await.unwrap();
+    registry
+        .put(&format!("/v1/session/destroy/{holder}"), "")
+        .await
+        .assert_status(200);
+    assert_eq!(kv_entry(&registry, "lock").await.unwrap(), released);
+    assert!(lock_records(&registry, &holder).await.is_empty());
+    // No lock-delay: the destroyed session did not hold the key.
+    assert_eq!(
+        kv_put(&registry, &format!("/v1/kv/lock?acquire={other}"), "").await,
+        json!(true)
+    );
+}
+
+#[tokio::test]
+async fn session_destroy_releases_a_key_acquired_again_after_a_release() {
+    let registry = TestRegistry::new().await;
+    let holder = create(&registry, "").await;
+    for query in ["acquire", "release", "acquire"] {
+        let uri = format!("/v1/kv/lock?{query}={holder}");
+        assert_eq!(kv_put(&registry, &uri, "v").await, json!(true));
+    }
+    registry
+        .put(&format!("/v1/session/destroy/{holder}"), "")
+        .await
+        .assert_status(200);
+    let entry = kv_entry(&registry, "lock").await.unwrap();
+    assert!(entry.get("Session").is_none());
+    assert_eq!(entry["LockIndex"], 2);
+    assert!(lock_records(&registry, &holder).await.is_empty());
+}
+
+#[tokio::test]
+async fn kv_delete_removes_the_lock_record_of_a_released_key() {
+    let registry = TestRegistry::new().await;
+    let holder = create(&registry, "").await;
+    kv_put(&registry, &format!("/v1/kv/lock?acquire={holder}"), "v").await;
+    kv_put(&registry, &format!("/v1/kv/lock?release={holder}"), "v").await;
+    registry.delete("/v1/kv/lock").await.assert_status(200);
+    assert!(lock_records(&registry, &holder).await.is_empty());
+    // Created again, the key has no record of the session: acquiring writes a new one.
+    kv_put(&registry, &format!("/v1/kv/lock?acquire={holder}"), "v").await;
+    assert_eq!(lock_records(&registry, &holder).await.len(), 1);
+}
+
 #[tokio::test]
 async fn session_check_going_critical_invalidates_it() {
     let registry = TestRegistry::new().await;

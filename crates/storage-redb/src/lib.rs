@@ -21,9 +21,10 @@
 //! - A transaction is durable (fsynced) when `txn` returns, and visible to readers and
 //!   watchers no earlier than its commit.
 //! - Revisions, the history table and tombstones follow the contract in `storage`'s docs;
-//!   history keeps the last [`RedbOptions::history_retention`] revisions, fewer if they hold
-//!   more than [`RedbOptions::history_bytes`] (so the file stays flat under churn of large
-//!   transactions; a watch that falls behind gets `Error::Compacted` and re-reads).
+//!   history keeps the last [`RedbOptions::history_retention`] revisions (down to 1/64 fewer
+//!   after a compaction, which drops a chunk at a time; exactly that many below 64), fewer
+//!   if they hold more than [`RedbOptions::history_bytes`] (so the file stays flat under churn
+//!   of large transactions; a watch that falls behind gets `Error::Compacted` and re-reads).
 //! - Nothing read from disk is trusted: a corrupt record is an [`Error::Backend`], never a
 //!   panic.
 //! - After [`Storage::close`] returns, the writer thread has exited, the database file is
@@ -70,7 +71,8 @@ pub const DEFAULT_HISTORY_BYTES: u64 = 64 << 20;
 #[non_exhaustive]
 pub struct RedbOptions {
     /// How many revisions of history to keep for watches (default
-    /// [`DEFAULT_HISTORY_RETENTION`]); older ones are compacted as new ones commit.
+    /// [`DEFAULT_HISTORY_RETENTION`]); older ones are compacted as new ones commit, a chunk of
+    /// 1/64 of this at a time (so down to that many fewer are kept just after).
     pub history_retention: u64,
     /// The most bytes of history records to keep (default [`DEFAULT_HISTORY_BYTES`]): the
     /// oldest revisions are compacted while history holds more, however few revisions that
@@ -339,6 +341,12 @@ impl History for Shared {
 impl Storage for RedbStorage {
     async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>> {
         self.inner.shared.read_inline(|reader| reader.get(key))
+    }
+
+    async fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<KeyValue>>> {
+        self.inner
+            .shared
+            .read_inline(|reader| reader.get_many(keys))
     }
 
     async fn scan(&self, range: KeyRange, limit: Option<usize>) -> Result<ScanResult> {

@@ -61,13 +61,21 @@ fn history_record_bytes(record: &[u8]) -> u64 {
     record.len() as u64 + 8
 }
 
-/// How much history compaction keeps: at most `revisions` revisions and, beyond the newest
-/// one (always kept, however large), at most `bytes` bytes of history records.
+/// How much history compaction keeps: at most `revisions` revisions (at least
+/// `revisions - revisions / COMPACTION_SLACK_DIVISOR`, see [`WriteTables::compact`]) and,
+/// beyond the newest one (always kept, however large), at most `bytes` bytes of history
+/// records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Retention {
     pub(crate) revisions: u64,
     pub(crate) bytes: u64,
 }
+
+/// Once history exceeds its revision bound, compaction drops it this fraction of the bound
+/// below it, so revisions are dropped a chunk at a time (whole B-tree leaves, and one list of
+/// freed pages per chunk) rather than one per commit, which rebuilt the oldest leaf and stored
+/// freed pages on every commit. Below 64 revisions the chunk is one revision: exact.
+const COMPACTION_SLACK_DIVISOR: u64 = 64;
 
 /// Maps any redb error into the backend-neutral one.
 pub(crate) fn backend(err: impl Display) -> Error {
@@ -221,6 +229,23 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// Removes `revisions`, every history record from the first of them to the last (the
+    /// oldest ones, as compaction drops them), in one pass: redb then rebuilds each leaf once
+    /// for all its removals, where a `remove` per revision rebuilt (and, at the tree's left
+    /// edge, merged) a leaf every time.
+    fn history_remove_all(&mut self, revisions: &[Revision]) -> Result<(), Error> {
+        let (Some(&first), Some(&last)) = (revisions.first(), revisions.last()) else {
+            return Ok(());
+        };
+        self.history
+            .retain_in(first..=last, |_, _| false)
+            .or_backend()?;
+        for &revision in revisions {
+            self.log(codec::Redo::HistoryDelete(revision));
+        }
+        Ok(())
+    }
+
     /// Applies a redo record made on the state at `meta.revision = first - 1` and advances
     /// `meta` (and the table) to the record's; returns false, changing nothing, for a record
     /// made on any other state (stale, or after a gap).
@@ -300,9 +325,11 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {
+    /// The mod revision of `key`, `None` if it is missing (what a compare reads, without
+    /// copying the value).
+    fn mod_revision(&self, key: &[u8]) -> Result<Option<Revision>, Error> {
         match self.kv.get(key).or_backend()? {
-            Some(record) => Ok(Some(codec::decode_kv(key, record.value())?)),
+            Some(record) => Ok(Some(codec::decode_mod_revision(key, record.value())?)),
             None => Ok(None),
         }
     }
@@ -327,7 +354,7 @@ impl<'t> WriteTables<'t> {
     ) -> Result<(TxnResult, Option<Batch>), Error> {
         let mut succeeded = true;
         for compare in &txn.compares {
-            if !compare.holds(self.get(compare.key())?.as_ref()) {
+            if !compare.holds_at(self.mod_revision(compare.key())?) {
                 succeeded = false;
                 break;
             }
@@ -458,15 +485,19 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Drops the oldest history while it holds more than `retention.revisions` revisions, or
-    /// more than `retention.bytes` bytes (the newest revision is kept for the byte bound), with
-    /// the tombstones those entries created, raising `meta.compacted` and
-    /// `meta.tombstone_floor` and lowering `meta.history_bytes`.
+    /// Once history holds more than `retention.revisions` revisions or `retention.bytes`
+    /// bytes, drops the oldest while it holds more than `retention.revisions` less the slack
+    /// ([`COMPACTION_SLACK_DIVISOR`]) or more than `retention.bytes` bytes (the newest revision
+    /// is kept for the byte bound), with the tombstones those entries created, raising
+    /// `meta.compacted` and `meta.tombstone_floor` and lowering `meta.history_bytes`.
     pub(crate) fn compact(&mut self, meta: &mut Meta, retention: Retention) -> Result<(), Error> {
         let floor = meta.revision.saturating_sub(retention.revisions);
         if floor <= meta.compacted && meta.history_bytes <= retention.bytes {
             return Ok(());
         }
+        // Due: drop a chunk, down to the bound less the slack.
+        let slack = retention.revisions / COMPACTION_SLACK_DIVISOR;
+        let floor = floor.saturating_add(slack).min(meta.revision);
         let mut dropped = Vec::new();
         let mut deletes = Vec::new();
         let mut bytes = meta.history_bytes;
@@ -505,9 +536,7 @@ impl<'t> WriteTables<'t> {
             }
         }
         let newest_dropped = dropped.last().copied();
-        for revision in dropped {
-            self.history_remove(revision)?;
-        }
+        self.history_remove_all(&dropped)?;
         meta.history_bytes = bytes;
         meta.compacted = meta.compacted.max(floor).max(newest_dropped.unwrap_or(0));
         Ok(())
@@ -534,6 +563,19 @@ impl Reader {
             Some(record) => Ok(Some(codec::decode_kv(key, record.value())?)),
             None => Ok(None),
         }
+    }
+
+    /// Each of `keys`, in order, from one opening of `kv`.
+    pub(crate) fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<KeyValue>>, Error> {
+        let kv = self.txn.open_table(KV).or_backend()?;
+        let mut values = Vec::with_capacity(keys.len());
+        for key in keys {
+            values.push(match kv.get(*key).or_backend()? {
+                Some(record) => Some(codec::decode_kv(key, record.value())?),
+                None => None,
+            });
+        }
+        Ok(values)
     }
 
     pub(crate) fn scan(&self, range: &KeyRange, limit: Option<usize>) -> Result<ScanResult, Error> {

@@ -3,7 +3,7 @@
 //! that value (as the value the key held before) while the put's revision is still in history.
 //! These tests pin down what that must never change: a watch replaying history gets every
 //! event with its value, from any revision history holds and across reopen; compaction by
-//! revisions and by bytes keeps its count exact; a value that cannot be found is an error,
+//! revisions (a chunk at a time at large retentions) and by bytes keeps its count exact; a value that cannot be found is an error,
 //! never an event without its value.
 //!
 //! Where it sits: an integration test of `storage-redb`, beside `backend.rs`; it reads and
@@ -186,6 +186,30 @@ fn a_replay_from_the_oldest_kept_revision_gets_every_value_after_compaction() {
     let (compacted, counted, held) = inspect(&path);
     assert_eq!(compacted, 17);
     assert_eq!(counted, held, "meta counts exactly what history holds");
+}
+
+#[test]
+fn compaction_drops_history_a_chunk_at_a_time_at_large_retentions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db.redb");
+    // 128 revisions of retention: compaction drops history to 128 - 128 / 64 = 126 revisions.
+    let options = RedbOptions::default().with_history_retention(128);
+    let write = |count: u64| {
+        runtime().block_on(async {
+            let store = RedbStorage::open_with(&path, options).expect("open");
+            for _ in 0..count {
+                store.put(b"k", b"v").await.expect("put");
+            }
+            store.close().await.expect("close");
+        })
+    };
+    // (revisions written so far, how many of them now, the compacted revision then)
+    for (total, count, compacted) in [(128, 128, 0), (129, 1, 3), (131, 2, 3), (132, 1, 6)] {
+        write(count);
+        let (got, counted, held) = inspect(&path);
+        assert_eq!(got, compacted, "after {total} revisions");
+        assert_eq!(counted, held, "meta counts exactly what history holds");
+    }
 }
 
 #[test]

@@ -53,6 +53,27 @@ pub async fn get_of_missing_key_returns_none(make: &dyn MakeStore) {
     assert_eq!(store.get(b"a").await.expect("get"), None, "deleted key");
 }
 
+/// `get_many` answers, for each key in the order asked (repeats and missing keys included),
+/// what `get` answers for it.
+pub async fn get_many_answers_each_key_as_get_does_in_order(make: &dyn MakeStore) {
+    let store = fresh(make).await;
+    assert_eq!(store.get_many(&[]).await.expect("get_many"), Vec::new());
+    put(&*store, "a", "1").await;
+    put(&*store, "c", "3").await;
+    put(&*store, "a", "2").await;
+    let keys: [&[u8]; 5] = [b"c", b"missing", b"a", b"", b"c"];
+    let many = store.get_many(&keys).await.expect("get_many");
+    assert_eq!(many.len(), keys.len());
+    for (key, got) in keys.iter().zip(&many) {
+        assert_eq!(got, &store.get(key).await.expect("get"), "key {key:?}");
+    }
+    assert_eq!(
+        many[2].as_ref().map(|kv| kv.value.as_slice()),
+        Some(&b"2"[..])
+    );
+    assert_eq!(many[1], None);
+}
+
 /// A prefix scan returns exactly the keys starting with the prefix, in ascending byte order,
 /// at the store's current revision.
 pub async fn scan_by_prefix_returns_only_prefixed_keys_in_order(make: &dyn MakeStore) {

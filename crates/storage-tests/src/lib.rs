@@ -191,6 +191,7 @@ macro_rules! define_checks {
 define_checks!($;
     // keys, scans and transactions
     get_of_missing_key_returns_none,
+    get_many_answers_each_key_as_get_does_in_order,
     scan_by_prefix_returns_only_prefixed_keys_in_order,
     scan_by_range_is_half_open,
     scan_limit_cuts_off_and_reports_more,

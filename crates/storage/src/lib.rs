@@ -87,12 +87,16 @@ impl Compare {
 
     /// Whether the compare holds against `current`, the key's present state.
     pub fn holds(&self, current: Option<&KeyValue>) -> bool {
+        self.holds_at(current.map(|kv| kv.mod_revision))
+    }
+
+    /// Whether the compare holds for a key whose mod revision is `current` (`None`: missing):
+    /// every compare needs no more of the key than that.
+    pub fn holds_at(&self, current: Option<Revision>) -> bool {
         match self {
             Compare::Exists(_) => current.is_some(),
             Compare::Missing(_) => current.is_none(),
-            Compare::ModRevision(_, revision) => {
-                current.map_or(0, |kv| kv.mod_revision) == *revision
-            }
+            Compare::ModRevision(_, revision) => current.unwrap_or(0) == *revision,
         }
     }
 }
@@ -326,6 +330,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub trait Storage: Send + Sync + fmt::Debug + 'static {
     /// The current value of one key.
     async fn get(&self, key: &[u8]) -> Result<Option<KeyValue>>;
+
+    /// The current values of `keys`, in their order. The default asks [`Storage::get`] for
+    /// each in turn; the embedded store reads them in one read transaction, which costs less
+    /// than as many `get`s (for a request that checks several records before one write).
+    /// Callers must not assume one revision: other backends and wrappers read in turn.
+    async fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<KeyValue>>> {
+        let mut values = Vec::with_capacity(keys.len());
+        for key in keys {
+            values.push(self.get(key).await?);
+        }
+        Ok(values)
+    }
 
     /// Keys in `range` in ascending order, at most `limit` of them (`None`: all).
     async fn scan(&self, range: KeyRange, limit: Option<usize>) -> Result<ScanResult>;

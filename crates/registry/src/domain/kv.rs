@@ -13,14 +13,18 @@
 //!
 //! Invariants: every write is one transaction guarded by the key's mod revision (and for acquire
 //! the session's), retried on a lost race up to [`MAX_ATTEMPTS`] times, under the key's lock on
-//! this server (`State::lock_kv_key`), so only writers on other servers can make it lose; an
-//! acquire or release writes or deletes the session's lock record in the same transaction.
+//! this server (`State::lock_kv_key`), so only writers on other servers can make it lose. An
+//! acquire writes the session's lock record in the same transaction unless the entry's
+//! `lock_record` already names the session (its record exists: `store/kv.rs`); release leaves
+//! the lock record in place (a stale one, which invalidation ignores), so a holder that
+//! releases and acquires again writes one record per request. Deleting an entry deletes the
+//! lock record its `lock_record` (or, in an older entry, its `Session`) names.
 
-use storage::{Compare, Op, Txn};
+use storage::{Compare, KeyValue, Op, Txn};
 
 use crate::domain::MAX_ATTEMPTS;
-use crate::domain::sessions::{load_session, lock_record_op, parse_session_id};
-use crate::store::kv::{self as kv_store, KvRecord, LockDelayRecord, RECORD_VERSION};
+use crate::domain::sessions::{lock_record_op, parse_session_id};
+use crate::store::kv::{self as kv_store, KvLockState, KvRecord, LockDelayRecord, RECORD_VERSION};
 use crate::store::sessions;
 use crate::store::{decode, encode};
 use crate::{Error, State};
@@ -36,20 +40,32 @@ pub(crate) struct Put<'a> {
 }
 
 impl Put<'_> {
-    fn record(&self, session: Option<String>, lock_index: u64) -> KvRecord {
+    fn record(
+        &self,
+        session: Option<String>,
+        lock_index: u64,
+        lock_record: Option<String>,
+    ) -> KvRecord {
         KvRecord {
             version: RECORD_VERSION,
             flags: self.flags,
             value: self.value.clone(),
             session,
             lock_index,
+            lock_record,
         }
     }
 }
 
-/// Reads the entry at `kv_key`, decoded, with its mod revision (0 when missing).
-async fn load_entry(state: &State, kv_key: &[u8]) -> Result<(Option<KvRecord>, u64), Error> {
-    match state.storage().get(kv_key).await? {
+/// Reads the lock fields of the entry at `kv_key` (every write replaces the rest), with its mod
+/// revision (0 when missing).
+async fn load_entry(state: &State, kv_key: &[u8]) -> Result<(Option<KvLockState>, u64), Error> {
+    entry_lock_state(state.storage().get(kv_key).await?)
+}
+
+/// The lock fields and mod revision (0 when missing) of an entry as read.
+fn entry_lock_state(entry: Option<KeyValue>) -> Result<(Option<KvLockState>, u64), Error> {
+    match entry {
         Some(kv) => Ok((Some(decode(&kv.key, &kv.value)?), kv.mod_revision)),
         None => Ok((None, 0)),
     }
@@ -65,8 +81,10 @@ pub(crate) async fn put(state: &State, request: &Put<'_>, cas: Option<u64>) -> R
         if cas.is_some_and(|cas| cas != revision) {
             return Ok(false);
         }
-        let (session, lock_index) = existing.map_or((None, 0), |e| (e.session, e.lock_index));
-        let value = encode(&kv_key, &request.record(session, lock_index))?;
+        let (session, lock_index, lock_record) = existing.map_or((None, 0, None), |e| {
+            (e.session, e.lock_index, e.lock_record)
+        });
+        let value = encode(&kv_key, &request.record(session, lock_index, lock_record))?;
         let txn = Txn::new()
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .then(Op::Put {
@@ -92,12 +110,21 @@ pub(crate) async fn acquire(
     let storage = state.storage();
     let kv_key = kv_store::kv_key(request.namespace, request.key);
     let delay_key = kv_store::lock_delay_key(request.namespace, request.key);
+    let id = parse_session_id(session);
+    let session_key = id.as_deref().map(sessions::session_key);
     let invalid = || Error::Invalid(format!("invalid session {session:?}"));
     let _key_lock = state.lock_kv_key(request.namespace, request.key).await;
     for _ in 0..MAX_ATTEMPTS {
+        // The three records acquire checks, in one read: the key's lock-delay, its entry and
+        // the session (only a well-formed id is looked up).
+        let mut keys: Vec<&[u8]> = vec![&delay_key, &kv_key];
+        keys.extend(session_key.as_deref());
+        let mut read = storage.get_many(&keys).await?.into_iter();
+        let (delay, entry) = (read.next().flatten(), read.next().flatten());
+        let session_kv = read.next().flatten();
         // 1. A live lock-delay refuses before anything else.
         let mut txn = Txn::new();
-        if let Some(delay) = storage.get(&delay_key).await? {
+        if let Some(delay) = delay {
             let record: LockDelayRecord = decode(&delay.key, &delay.value)?;
             if record.until_ms > state.now_ms() {
                 tracing::debug!(message = "Rejecting lock of key due to lock-delay.", key = %request.key);
@@ -110,31 +137,42 @@ pub(crate) async fn acquire(
                     key: delay_key.clone(),
                 });
         }
-        // 2. The session must exist.
-        let id = parse_session_id(session).ok_or_else(invalid)?;
-        let (_, session_kv) = load_session(state, &id).await?.ok_or_else(invalid)?;
-        // 3. The key's holder decides.
-        let (existing, revision) = load_entry(state, &kv_key).await?;
-        let lock_index = match existing {
-            None => 1,
-            Some(entry) => match entry.session {
-                Some(holder) if holder == id => entry.lock_index,
-                Some(_) => return Ok(false),
-                None => entry.lock_index + 1,
-            },
+        // 2. The session must exist (its record is not decoded: the transaction checks it is
+        // still the same).
+        let (Some(id), Some(session_key), Some(session_kv)) = (&id, &session_key, session_kv)
+        else {
+            return Err(invalid());
         };
-        let value = encode(&kv_key, &request.record(Some(id.clone()), lock_index))?;
+        // 3. The key's holder decides.
+        let (existing, revision) = entry_lock_state(entry)?;
+        let (lock_index, recorded) = match existing {
+            None => (1, false),
+            Some(entry) => {
+                let recorded = entry.lock_record.as_deref() == Some(id.as_str());
+                match entry.session {
+                    Some(holder) if &holder == id => (entry.lock_index, recorded),
+                    Some(_) => return Ok(false),
+                    None => (entry.lock_index + 1, recorded),
+                }
+            }
+        };
+        let record = request.record(Some(id.clone()), lock_index, Some(id.clone()));
+        let value = encode(&kv_key, &record)?;
         txn = txn
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .when(Compare::ModRevision(
-                sessions::session_key(&id),
+                session_key.clone(),
                 session_kv.mod_revision,
             ))
             .then(Op::Put {
                 key: kv_key.clone(),
                 value,
-            })
-            .then(lock_record_op(&id, request.namespace, request.key)?);
+            });
+        if !recorded {
+            // The session's record of this key, unless this entry (whose mod revision the
+            // transaction checks) says it exists already.
+            txn = txn.then(lock_record_op(id, request.namespace, request.key)?);
+        }
         if storage.txn(txn).await?.succeeded {
             return Ok(true);
         }
@@ -159,15 +197,14 @@ pub(crate) async fn release(
         if entry.session.as_deref() != Some(id.as_str()) {
             return Ok(false);
         }
-        let value = encode(&kv_key, &request.record(None, entry.lock_index))?;
+        // The lock record stays: the entry's `lock_record` still names it (module docs).
+        let record = request.record(None, entry.lock_index, entry.lock_record);
+        let value = encode(&kv_key, &record)?;
         let txn = Txn::new()
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .then(Op::Put {
                 key: kv_key.clone(),
                 value,
-            })
-            .then(Op::Delete {
-                key: sessions::session_lock_key(&id, request.namespace, request.key),
             });
         if state.storage().txn(txn).await?.succeeded {
             return Ok(true);
@@ -208,9 +245,9 @@ pub(crate) async fn delete(
             .then(Op::Delete {
                 key: kv_key.clone(),
             });
-        if let Some(holder) = &entry.session {
+        if let Some(recorded) = entry.lock_record.as_ref().or(entry.session.as_ref()) {
             txn = txn.then(Op::Delete {
-                key: sessions::session_lock_key(holder, namespace, key),
+                key: sessions::session_lock_key(recorded, namespace, key),
             });
         }
         if state.storage().txn(txn).await?.succeeded {

@@ -12,9 +12,10 @@
 //!   goes critical concurrently either is seen by create or invalidates the new session.
 //! - Invalidation is one transaction: delete the session, apply its Behavior to every key it
 //!   holds (release: clear `Session`, keep value and `LockIndex`; delete: remove the key), and
-//!   put a lock-delay of `min(LockDelay, 60 s)` on each such key. An acquire that commits
-//!   between invalidation's read and its transaction is caught by a follow-up pass (acquire
-//!   cannot succeed once the session record is gone).
+//!   put a lock-delay of `min(LockDelay, 60 s)` on each such key. An acquire of a key whose
+//!   lock record invalidation read, committed between that read and its transaction, fails the
+//!   transaction (see `held_keys_txn`); one of another key is caught by a follow-up pass
+//!   (acquire cannot succeed once the session record is gone).
 
 use std::time::Duration;
 
@@ -328,8 +329,12 @@ fn lock_delay_ms(lock_delay_ns: u64) -> u64 {
 }
 
 /// Adds to `txn` what invalidating session `id` does to the keys its lock records name: the
-/// Behavior, the lock-delay, and the removal of the lock records. Every KV key involved is
-/// compared on its mod revision, so a concurrent acquire, release or write retries the caller.
+/// Behavior, the lock-delay, and the removal of the lock records. Every lock record is compared
+/// on its mod revision, and so is every KV entry that names the session (as holder or as
+/// `lock_record`), so a concurrent acquire by the session retries the caller: an acquire of a
+/// key whose entry names the session writes that entry, any other acquire writes the lock
+/// record. An entry that names neither is not compared: another session's acquire or a
+/// plain write there changes nothing this transaction does.
 async fn held_keys_txn(
     state: &State,
     id: &str,
@@ -349,21 +354,25 @@ async fn held_keys_txn(
         let Some((namespace, key)) = sessions::parse_session_lock_key(id, &lock.key) else {
             continue;
         };
+        txn = txn.when(Compare::ModRevision(lock.key.clone(), lock.mod_revision));
         let kv_key = kv_store::kv_key(&namespace, &key);
-        let entry = storage.get(&kv_key).await?;
-        txn = txn.when(Compare::ModRevision(
-            kv_key.clone(),
-            entry.as_ref().map_or(0, |kv| kv.mod_revision),
-        ));
-        let Some(entry) = entry else { continue };
+        let Some(entry) = storage.get(&kv_key).await? else {
+            continue;
+        };
         let mut record: KvRecord = decode(&entry.key, &entry.value)?;
-        if record.session.as_deref() != Some(id) {
-            // Stale lock record: the key was deleted, released or re-locked since.
+        let holds = record.session.as_deref() == Some(id);
+        if holds || record.lock_record.as_deref() == Some(id) {
+            txn = txn.when(Compare::ModRevision(kv_key.clone(), entry.mod_revision));
+        }
+        if !holds {
+            // Stale lock record: the key was released (release keeps the record), deleted or
+            // re-locked since; its deletion above is all it needs.
             continue;
         }
         match behavior {
             Behavior::Release => {
                 record.session = None;
+                record.lock_record = None;
                 let value = encode(&kv_key, &record)?;
                 txn = txn.then(Op::Put { key: kv_key, value });
             }
@@ -459,6 +468,7 @@ mod tests {
             value: None,
             session: Some(id.to_owned()),
             lock_index: 1,
+            lock_record: Some(id.to_owned()),
         };
         let txn = Txn::new()
             .then(Op::Put {
@@ -529,6 +539,55 @@ mod tests {
             kv_session(&storage, "k").await,
             Some(Some(other.to_owned()))
         );
+    }
+
+    /// Stores a session record for `id` (no TTL, no checks), as create would.
+    async fn put_session(storage: &MemStorage, id: &str) {
+        let key = sessions::session_key(id);
+        let record = SessionRecord {
+            version: RECORD_VERSION,
+            id: id.to_owned(),
+            namespace: "default".to_owned(),
+            name: String::new(),
+            node: "n1".to_owned(),
+            lock_delay_ns: 0,
+            behavior: Behavior::Release,
+            ttl: String::new(),
+            ttl_ms: 0,
+            checks: None,
+            node_checks: Vec::new(),
+            service_checks: Vec::new(),
+            expires_at_ms: None,
+        };
+        let value = encode(&key, &record).unwrap();
+        storage.txn(Txn::put(key, value)).await.unwrap();
+    }
+
+    /// A session that released a key and acquires it again writes only the KV entry (its lock
+    /// record stays from the first acquire); an invalidation that read the session's lock
+    /// records before that acquire must not commit over it.
+    #[tokio::test]
+    async fn invalidation_read_before_a_reacquire_after_release_does_not_commit() {
+        use crate::domain::kv::{Put, acquire, release};
+        let (state, storage, _clock) = test_state().await;
+        let id = "0f0e0d0c-0b0a-4908-8706-050403020100";
+        put_session(&storage, id).await;
+        let put = Put {
+            namespace: "default",
+            key: "k",
+            flags: 0,
+            value: None,
+        };
+        assert!(acquire(&state, &put, id).await.unwrap());
+        assert!(release(&state, &put, id).await.unwrap());
+        let read = held_keys_txn(&state, id, Behavior::Release, state.now_ms(), 0, Txn::new())
+            .await
+            .unwrap();
+        assert!(acquire(&state, &put, id).await.unwrap());
+        assert!(!storage.txn(read).await.unwrap().succeeded);
+
+        invalidate_session(&state, id).await.unwrap();
+        assert_eq!(kv_session(&storage, "k").await, Some(None), "released");
     }
 
     #[test]

@@ -15,16 +15,20 @@
 //!   renewed TTL deadlines) lives under other prefixes, so `registry/sessions/` (the index of
 //!   session info/node/list) moves only when a session is created or invalidated.
 //! - Session ids are lowercase hyphenated UUIDs, so `<session-id>/` prefixes are exact.
-//! - A lock record exists for every KV entry whose `Session` is that session (written in the same
-//!   transaction as the acquire); a stale one (its key deleted or overwritten since) is allowed
-//!   and ignored: invalidation checks the KV entry itself.
+//! - A lock record exists for every KV entry whose `Session` or `lock_record` is that session
+//!   (written in the same transaction as the session's first acquire of the key, see
+//!   `domain/kv.rs`); a stale one (its key released, deleted or overwritten since) is allowed
+//!   and ignored: invalidation checks the KV entry itself, and deletes every lock record of the
+//!   session, stale or not. Release keeps the record, so a session keeps one per key it
+//!   acquired until it is invalidated, or the key is deleted while its entry still names the
+//!   session.
 //! - A deadline record, when present, is at least as late as the record's `expires_at_ms`;
 //!   `domain/session_timers.rs` explains how the two bound the real deadline after a restart.
 
 use serde::{Deserialize, Serialize};
 use storage::KeyRange;
 
-use crate::store::PREFIX;
+use crate::store::{PREFIX, store_key};
 
 /// The current version of every record in this file.
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -39,7 +43,7 @@ pub(crate) fn sessions_range() -> KeyRange {
 }
 
 pub(crate) fn session_key(id: &str) -> Vec<u8> {
-    format!("{PREFIX}sessions/{id}").into_bytes()
+    store_key(&[PREFIX, "sessions/", id])
 }
 
 /// The lock records of one session.
@@ -53,7 +57,7 @@ pub(crate) fn session_locks_prefix(id: &str) -> String {
 
 /// The record saying session `id` holds `key` in `namespace`.
 pub(crate) fn session_lock_key(id: &str, namespace: &str, key: &str) -> Vec<u8> {
-    format!("{PREFIX}session-locks/{id}/{namespace}/{key}").into_bytes()
+    store_key(&[PREFIX, "session-locks/", id, "/", namespace, "/", key])
 }
 
 /// Splits a lock record's key back into (namespace, key).
