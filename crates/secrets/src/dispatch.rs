@@ -507,7 +507,7 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
 }
 
 /// [`json_response`] for a body already serialised.
-fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
+pub(crate) fn json_bytes_response(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
     response.headers_mut().insert(

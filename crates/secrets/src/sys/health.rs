@@ -12,10 +12,9 @@
 
 use std::collections::HashMap;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 use serde::Serialize;
 
 use crate::{Error, Query, REPORTED_VERSION};
@@ -64,13 +63,7 @@ pub(crate) async fn read_health(
         cluster_name: cluster.name.clone(),
         cluster_id: cluster.id.clone(),
     };
-    let mut response = Response::new(Body::from(body.to_bytes()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
+    Ok(crate::dispatch::json_bytes_response(status, body.to_bytes()))
 }
 
 impl HealthResponse {
