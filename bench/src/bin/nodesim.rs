@@ -13,6 +13,9 @@
 //! keeps the node and job IDs of successive runs against one cluster apart; `--sim-only`
 //! constrains the jobs to the simulated nodes (a cluster's real agent runs nothing).
 //!
+//! `--hold FILE` waits, once the nodes are registered, until FILE exists before any job is
+//! registered, so a profiler (callgrind) can be switched on for the measured phase alone.
+//!
 //! Output: one `RESULT ...` line on stdout (placements, seconds from the first job
 //! registration to the last placement, placements/s, the registration phase alone); progress
 //! on stderr.
@@ -95,6 +98,10 @@ struct Args {
     /// churn: the server's data directory, for the store's size on disk.
     #[arg(long)]
     data_dir: Option<std::path::PathBuf>,
+    /// Once the nodes are registered, wait until this file exists before the jobs (so a
+    /// profiler can be switched on for the measured phase alone).
+    #[arg(long)]
+    hold: Option<std::path::PathBuf>,
 }
 
 /// A pool of keep-alive HTTP/1.1 connections to one target.
@@ -377,6 +384,15 @@ async fn run(args: Args) -> Result<(), String> {
             }
         })
     };
+
+    if let Some(hold) = &args.hold {
+        while !hold.exists() {
+            if Instant::now() > deadline {
+                return Err(format!("timed out waiting for {}", hold.display()));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 
     if args.mode == "churn" {
         let node_ids: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();

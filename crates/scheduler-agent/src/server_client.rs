@@ -81,6 +81,21 @@ pub(crate) struct NodeAllocations {
     pub(crate) index: u64,
 }
 
+/// The allocations answer, every allocation decoded straight into its type: the usual case,
+/// and several times cheaper than through a `Value` (the answer carries every allocation with
+/// its job, and the agent reads it again whenever one of them changes).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct TypedAllocations {
+    #[serde(default)]
+    allocs: Option<Vec<Allocation>>,
+    #[serde(default)]
+    index: u64,
+}
+
+/// The allocations answer with each allocation as a `Value`, so that each one is decoded on its
+/// own: read when the typed answer does not decode (one bad allocation does not hide the
+/// others).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct RawAllocations {
@@ -187,22 +202,7 @@ impl ServerClient {
                 wait + BLOCKING_SLACK,
             )
             .await?;
-        let raw: RawAllocations = decode(&bytes)?;
-        let mut result = NodeAllocations {
-            index: raw.index,
-            ..NodeAllocations::default()
-        };
-        for value in raw.allocs.unwrap_or_default() {
-            let id = value.get("ID").and_then(Value::as_str).map(str::to_owned);
-            match serde_json::from_value::<Allocation>(value) {
-                Ok(alloc) => result.allocs.push(alloc),
-                Err(error) => {
-                    tracing::warn!(alloc_id = ?id, %error, "cannot decode an allocation from the server");
-                    result.undecodable.extend(id);
-                }
-            }
-        }
-        Ok(result)
+        decode_allocations(&bytes)
     }
 
     /// The calls the server has for this client, waiting up to `wait` for one.
@@ -383,6 +383,64 @@ impl ServerClient {
     }
 }
 
+/// Decodes an allocations answer: every allocation that decodes, and the IDs of those that do
+/// not (a string `ID` is all they need to be kept).
+fn decode_allocations(bytes: &[u8]) -> Result<NodeAllocations, ServerError> {
+    if let Ok(typed) = serde_json::from_slice::<TypedAllocations>(bytes) {
+        return Ok(NodeAllocations {
+            allocs: typed.allocs.unwrap_or_default(),
+            undecodable: Vec::new(),
+            index: typed.index,
+        });
+    }
+    let raw: RawAllocations = decode(bytes)?;
+    let mut result = NodeAllocations {
+        index: raw.index,
+        ..NodeAllocations::default()
+    };
+    for value in raw.allocs.unwrap_or_default() {
+        let id = value.get("ID").and_then(Value::as_str).map(str::to_owned);
+        match serde_json::from_value::<Allocation>(value) {
+            Ok(alloc) => result.allocs.push(alloc),
+            Err(error) => {
+                tracing::warn!(alloc_id = ?id, %error, "cannot decode an allocation from the server");
+                result.undecodable.extend(id);
+            }
+        }
+    }
+    Ok(result)
+}
+
 fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ServerError> {
     serde_json::from_slice(bytes).map_err(|error| ServerError::Decode(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allocation_that_does_not_decode_is_reported_by_id_beside_the_others() {
+        let body = br#"{"Allocs":[
+            {"ID":"a1","NodeID":"n1","ClientStatus":"pending","AllocModifyIndex":7,
+             "Metrics":{"ScoreMetaData":[{"NodeID":"n1","Scores":{"binpack":0.25},"NormScore":0.25}]}},
+            {"ID":"a2","CreateIndex":"not a number"},
+            {"CreateIndex":"neither has an ID"}
+        ],"Index":9}"#;
+        let answer = decode_allocations(body).expect("the answer decodes");
+        assert_eq!(answer.index, 9);
+        assert_eq!(answer.allocs.len(), 1);
+        let alloc = &answer.allocs[0];
+        assert_eq!((alloc.id.as_str(), alloc.alloc_modify_index), ("a1", 7));
+        assert_eq!(alloc.metrics.score_meta_data[0].scores["binpack"], 0.25);
+        assert_eq!(answer.undecodable, vec!["a2".to_owned()]);
+    }
+
+    #[test]
+    fn an_answer_without_allocations_is_empty() {
+        let answer = decode_allocations(br#"{"Allocs":null,"Index":3}"#).expect("decodes");
+        assert!(answer.allocs.is_empty() && answer.undecodable.is_empty());
+        assert_eq!(answer.index, 3);
+        assert!(decode_allocations(b"not json").is_err());
+    }
 }

@@ -205,23 +205,24 @@ pub(crate) async fn allocations(
     query: QueryParams,
 ) -> Result<Indexed<NodeAllocations>, Error> {
     authenticated_node(&state, &headers, &node_id)?;
-    let (allocs, index) = block_on(&state, &query.blocking()?, |snapshot| {
-        let mut on_node: Vec<_> = snapshot.allocs_on_node(&node_id).collect();
-        on_node.sort_by(|a, b| by_create_index(a, b));
+    // While the query waits, every new snapshot only has its index read (shared handles, no
+    // copies); the answer, each allocation copied with its job, is built once, from the
+    // snapshot that ends the wait.
+    let ((snapshot, mut on_node), index) = block_on(&state, &query.blocking()?, |snapshot| {
+        let on_node: Vec<Arc<Allocation>> = snapshot.allocs_on_node(&node_id).cloned().collect();
         let index = on_node
             .iter()
             .map(|alloc| alloc.modify_index)
             .max()
             .unwrap_or(0);
-        Ok((
-            on_node
-                .into_iter()
-                .map(|alloc| with_job(snapshot, alloc))
-                .collect(),
-            index,
-        ))
+        Ok(((Arc::clone(snapshot), on_node), index))
     })
     .await?;
+    on_node.sort_by(by_create_index);
+    let allocs = on_node
+        .iter()
+        .map(|alloc| with_job(&snapshot, alloc))
+        .collect();
     Ok(Indexed::new(index, NodeAllocations { allocs, index }))
 }
 

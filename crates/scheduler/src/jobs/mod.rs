@@ -19,6 +19,7 @@ mod render;
 mod validate;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use http_kit::RawBody;
@@ -343,8 +344,8 @@ fn submission_record(raw: Option<Value>) -> Result<(Option<JobSubmission>, Strin
 // List and read
 
 /// One page of the job list from one snapshot.
-fn list_jobs(
-    snapshot: &Snapshot,
+fn list_jobs<'a>(
+    snapshot: &'a Snapshot,
     namespace: &str,
     prefix: &str,
     paging: &meta::Paging,
@@ -353,36 +354,41 @@ fn list_jobs(
     allowed: &dyn Fn(&str) -> bool,
 ) -> Result<meta::Page<JobListStub>, Error> {
     let facts = eval_facts(snapshot, None);
-    let candidates = snapshot.jobs.values().filter(|job| {
+    let candidates = snapshot.jobs.iter().filter(|(_, job)| {
         (namespace == "*" || job.namespace == namespace) && job.id.starts_with(prefix)
     });
-    let ordered: Vec<Job> = if paging.reverse {
-        candidates
-            .rev()
-            .map(|job| job_with_status(snapshot, job, facts.get(&job.key())))
-            .collect()
+    // Each job with its status, computed once; the job is not copied (only a filter, which
+    // reads the job as the API shows it, gets a copy with the status set).
+    let with_status = |(key, job): (&'a JobKey, &'a Arc<Job>)| {
+        let status = job_status(job, snapshot.allocs_of_job(key), facts.get(key));
+        (key, &**job, status)
+    };
+    let ordered: Vec<(&JobKey, &Job, &str)> = if paging.reverse {
+        candidates.rev().map(with_status).collect()
     } else {
-        candidates
-            .map(|job| job_with_status(snapshot, job, facts.get(&job.key())))
-            .collect()
+        candidates.map(with_status).collect()
     };
     meta::paginate(
         ordered,
         paging,
-        |job, target| meta::namespace_id_token(&job.namespace, &job.id, target),
-        |job| {
+        |(_, job, _), target| meta::namespace_id_token(&job.namespace, &job.id, target),
+        |(_, job, status)| {
             if !allowed(&job.namespace) {
                 return Ok(false);
             }
             meta::passes(
                 filter,
-                || serde_json::to_value(job).unwrap_or(Value::Null),
+                || {
+                    let mut shown = (*job).clone();
+                    (*status).clone_into(&mut shown.status);
+                    serde_json::to_value(&shown).unwrap_or(Value::Null)
+                },
                 JOB_MAP_FIELDS,
             )
         },
-        |job| {
-            let summary = job_summary(snapshot, &job, facts.get(&job.key()));
-            job_stub(&job, summary, with_meta)
+        |(key, job, status)| {
+            let summary = job_summary(snapshot, job, facts.get(key));
+            job_stub(job, status, summary, with_meta)
         },
     )
 }

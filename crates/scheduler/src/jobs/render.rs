@@ -126,7 +126,10 @@ pub(crate) fn job_summary(snapshot: &Snapshot, job: &Job, evals: Option<&EvalFac
             continue;
         }
         modify_index = modify_index.max(alloc.modify_index);
-        let group = summary.entry(alloc.task_group.clone()).or_default();
+        let group = match summary.get_mut(&alloc.task_group) {
+            Some(group) => group,
+            None => summary.entry(alloc.task_group.clone()).or_default(),
+        };
         match alloc.client_status.as_str() {
             ALLOC_CLIENT_PENDING => group.starting += 1,
             ALLOC_CLIENT_RUNNING => group.running += 1,
@@ -220,8 +223,13 @@ pub(crate) struct JobListStub {
     pub(crate) meta: Option<BTreeMap<String, String>>,
 }
 
-/// The list entry of `job` (already carrying its computed status).
-pub(crate) fn job_stub(job: &Job, summary: JobSummary, with_meta: bool) -> JobListStub {
+/// The list entry of `job`, with its computed `status`.
+pub(crate) fn job_stub(
+    job: &Job,
+    status: &str,
+    summary: JobSummary,
+    with_meta: bool,
+) -> JobListStub {
     JobListStub {
         id: job.id.clone(),
         parent_id: job.parent_id.clone(),
@@ -235,7 +243,7 @@ pub(crate) fn job_stub(job: &Job, summary: JobSummary, with_meta: bool) -> JobLi
         periodic: job.periodic.as_ref().is_some_and(|p| !p.is_null()),
         parameterized_job: job.is_parameterized(),
         stop: job.stop,
-        status: job.status.clone(),
+        status: status.to_owned(),
         status_description: job.status_description.clone(),
         job_summary: summary,
         create_index: job.create_index,
@@ -345,10 +353,11 @@ mod tests {
         let mut job = job();
         job.meta.insert("team".to_owned(), "infra".to_owned());
         let without =
-            serde_json::to_value(job_stub(&job, JobSummary::default(), false)).unwrap_or_default();
+            serde_json::to_value(job_stub(&job, &job.status, JobSummary::default(), false))
+                .unwrap_or_default();
         assert!(without.get("Meta").is_none());
-        let with =
-            serde_json::to_value(job_stub(&job, JobSummary::default(), true)).unwrap_or_default();
+        let with = serde_json::to_value(job_stub(&job, &job.status, JobSummary::default(), true))
+            .unwrap_or_default();
         assert_eq!(with["Meta"]["team"], "infra");
     }
 }

@@ -14,8 +14,11 @@
 //! (consecutive snapshots share all but what a few plans changed).
 //!
 //! Invariants: the order is a Fisher-Yates shuffle seeded by the run, performed lazily (one
-//! step per position first visited); positions index the ready nodes in ID order and every
-//! per-node vector; a poisoned memo lock is recovered, never a panic.
+//! step per position first visited; kept as a dense permutation up to [`DENSE_ORDER_MAX`]
+//! nodes and as a sparse map of the swapped positions beyond, the same order either way);
+//! positions index the ready nodes in ID order and every per-node vector; maps keyed by
+//! position use the fast hasher (`stdx::hash::FastMap`: the keys are ours); a poisoned memo
+//! lock is recovered, never a panic.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicU16;
@@ -25,6 +28,8 @@ use imbl::OrdMap;
 use imbl::ordmap::DiffItem;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use stdx::hash::FastMap;
 
 use super::feasible;
 use crate::state::Snapshot;
@@ -45,6 +50,10 @@ const MAX_SHARED_CHECK_LISTS: usize = 64;
 
 /// Usage changes looked up on top of the dense base before the base is rebuilt.
 const MAX_USAGE_CHANGES: usize = 16;
+
+/// Ready nodes up to which a run's shuffled order is a dense permutation (filled once, 4 bytes
+/// a node); beyond, only the positions a run visits are kept, in a map.
+const DENSE_ORDER_MAX: usize = 1 << 16;
 
 /// The ready nodes for one pool and set of datacenters, with what placement reads of them
 /// over and over kept densely.
@@ -100,10 +109,10 @@ impl ReadyNodes {
             *memo = Some((table.clone(), Arc::clone(&base)));
             return Usage {
                 base,
-                changed: HashMap::new(),
+                changed: FastMap::default(),
             };
         };
-        let mut changed = HashMap::new();
+        let mut changed = FastMap::default();
         if !seen.ptr_eq(table) {
             // Diff items come in ID order, as the nodes: each search starts where the last
             // one ended.
@@ -138,7 +147,7 @@ impl ReadyNodes {
         *memo = Some((table.clone(), Arc::clone(&base)));
         Usage {
             base,
-            changed: HashMap::new(),
+            changed: FastMap::default(),
         }
     }
 
@@ -168,7 +177,7 @@ impl ReadyNodes {
 pub(super) struct Usage {
     base: Arc<Vec<Comparable>>,
     /// Positions whose usage differs from `base`.
-    changed: HashMap<usize, Comparable>,
+    changed: FastMap<usize, Comparable>,
 }
 
 impl Usage {
@@ -255,9 +264,8 @@ pub(super) struct NodeSet {
     pub(super) usage: Usage,
     /// How many ready nodes there are.
     count: usize,
-    /// The shuffled permutation where it differs from the identity (a sparse Fisher-Yates:
-    /// only positions visited so far are ever touched).
-    swapped: HashMap<usize, usize>,
+    /// The shuffled permutation, as far as it is shuffled (`shuffled`).
+    order: Order,
     shuffled: usize,
     /// Where the round-robin source resumes (upstream's `StaticIterator.offset`).
     pub(super) offset: usize,
@@ -272,7 +280,7 @@ impl NodeSet {
             count: ready.nodes.len(),
             ready,
             usage,
-            swapped: HashMap::new(),
+            order: Order::Unset,
             shuffled: 0,
             offset: 0,
             rng: StdRng::seed_from_u64(seed),
@@ -287,21 +295,21 @@ impl NodeSet {
         self.ready.nodes.get(position)
     }
 
-    fn entry(&self, index: usize) -> usize {
-        self.swapped.get(&index).copied().unwrap_or(index)
-    }
-
     /// The position of the node at `index` of the shuffled order.
     pub(super) fn at(&mut self, index: usize) -> usize {
+        if matches!(self.order, Order::Unset) {
+            self.order = match u32::try_from(self.count) {
+                Ok(count) if self.count <= DENSE_ORDER_MAX => Order::Dense((0..count).collect()),
+                _ => Order::Sparse(FastMap::default()),
+            };
+        }
         while self.shuffled <= index && self.shuffled < self.count {
             let here = self.shuffled;
             let pick = self.rng.random_range(here..self.count);
-            let (a, b) = (self.entry(here), self.entry(pick));
-            self.swapped.insert(here, b);
-            self.swapped.insert(pick, a);
+            self.order.swap(here, pick);
             self.shuffled += 1;
         }
-        self.entry(index)
+        self.order.get(index)
     }
 
     /// The position of a node by ID, if it is a candidate of this run.
@@ -310,9 +318,77 @@ impl NodeSet {
     }
 }
 
+/// A run's node order: the identity until first used, then a permutation being shuffled.
+#[derive(Debug)]
+enum Order {
+    Unset,
+    /// Every position (fits `u32`: at most [`DENSE_ORDER_MAX`] nodes).
+    Dense(Vec<u32>),
+    /// Only the entries that differ from the identity.
+    Sparse(FastMap<usize, usize>),
+}
+
+impl Order {
+    fn get(&self, index: usize) -> usize {
+        match self {
+            Order::Unset => index,
+            Order::Dense(order) => order.get(index).map_or(index, |&at| at as usize),
+            Order::Sparse(swapped) => swapped.get(&index).copied().unwrap_or(index),
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        match self {
+            Order::Unset => {}
+            Order::Dense(order) => {
+                if a < order.len() && b < order.len() {
+                    order.swap(a, b);
+                }
+            }
+            Order::Sparse(swapped) => {
+                let (at_a, at_b) = (
+                    swapped.get(&a).copied().unwrap_or(a),
+                    swapped.get(&b).copied().unwrap_or(b),
+                );
+                swapped.insert(a, at_b);
+                swapped.insert(b, at_a);
+            }
+        }
+    }
+}
+
 /// What a node can give to allocations (`Node::capacity`, saturating).
 fn node_capacity(node: &Node) -> Comparable {
     let mut capacity = node.node_resources.comparable();
     capacity.subtract(&node.reserved_resources.comparable());
     capacity
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shuffles `count` positions lazily with `order`, as `NodeSet::at` does, visiting them all.
+    fn shuffled(mut order: Order, count: usize, seed: u64) -> Vec<usize> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        (0..count)
+            .map(|here| {
+                let pick = rng.random_range(here..count);
+                order.swap(here, pick);
+                order.get(here)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dense_and_sparse_orders_give_the_same_permutation() {
+        for (count, seed) in [(1, 7), (2, 1), (17, 3), (500, 42)] {
+            let dense = shuffled(Order::Dense((0..count as u32).collect()), count, seed);
+            let sparse = shuffled(Order::Sparse(FastMap::default()), count, seed);
+            assert_eq!(dense, sparse);
+            let mut sorted = dense.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..count).collect::<Vec<_>>(), "a permutation");
+        }
+    }
 }

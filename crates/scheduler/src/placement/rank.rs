@@ -23,6 +23,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use stdx::hash::FastMap;
+
 use super::feasible::{
     self, Caches, Compiled, DISTINCT_PROPERTY, MISSING_DRIVERS, Target, distinct_hosts_enabled,
 };
@@ -202,12 +204,14 @@ impl<'a> PropertySet<'a> {
 /// (placements minus stops), the job's non-terminal allocations, in total and per group
 /// (for `distinct_hosts` and job anti-affinity), and the ports: allocations it stops there
 /// (their ports are free again) and ports its placements take.
+///
+/// Keyed by position with the fast hasher: every candidate node is looked up here.
 #[derive(Debug, Default)]
 pub(super) struct Proposed {
-    usage: HashMap<usize, Comparable>,
-    job: HashMap<usize, (i64, Vec<(String, i64)>)>,
-    stopped: HashMap<usize, Vec<String>>,
-    placed_ports: HashMap<usize, Vec<i64>>,
+    usage: FastMap<usize, Comparable>,
+    job: FastMap<usize, (i64, Vec<(String, i64)>)>,
+    stopped: FastMap<usize, Vec<String>>,
+    placed_ports: FastMap<usize, Vec<i64>>,
 }
 
 impl Proposed {
