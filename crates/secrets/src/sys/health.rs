@@ -63,7 +63,10 @@ pub(crate) async fn read_health(
         cluster_name: cluster.name.clone(),
         cluster_id: cluster.id.clone(),
     };
-    Ok(crate::dispatch::json_bytes_response(status, body.to_bytes()))
+    Ok(crate::dispatch::json_bytes_response(
+        status,
+        body.to_bytes(),
+    ))
 }
 
 impl HealthResponse {
