@@ -2,9 +2,10 @@
 //! a job is registered or returned by `/v1/jobs/parse?Canonicalize=true` (api/jobs.go,
 //! api/tasks.go, api/resources.go, api/services.go, api/consul.go, api/scaling.go).
 //!
-//! Called by the jobs handlers for parse and for registration; registration then deserializes
-//! the result into `scheduler_structs::Job`, which relies on these defaults (e.g. `Count`, a
-//! group's `RestartPolicy`, a task's `Resources`).
+//! Called by the jobs handlers for parse (`canonicalize`) and for registration
+//! (`canonicalize_for_register`, which skips the job-level members whose default is the typed
+//! zero value); registration then deserializes the result into `scheduler_structs::Job`, which
+//! relies on these defaults (e.g. `Count`, a group's `RestartPolicy`, a task's `Resources`).
 //!
 //! Invariants:
 //! - Never panics: a value of an unexpected JSON type is left alone (deserialization reports it).
@@ -29,6 +30,21 @@ const HOUR: i64 = 60 * MINUTE;
 /// the result into typed structs). Must never panic on wrongly typed input: leave values it doesn't
 /// understand alone (type errors are reported later by deserialization).
 pub fn canonicalize(job: &mut serde_json::Value) {
+    canonicalize_job(job, false);
+}
+
+/// [`canonicalize`] for job registration, which deserializes the result into
+/// `scheduler_structs::Job` right after and then sets `Namespace`, `Region` and an empty
+/// `NodePool` itself: the job-level members whose default is the zero value the typed `Job`
+/// takes for an absent field (`ParentID`, `Stop`, `AllAtOnce`, `ConsulNamespace`,
+/// `VaultNamespace`, `NomadTokenID`, `Status`, `StatusDescription`, `Stable`, `Version`, the
+/// indexes) and the three the caller overwrites are left out instead of inserted. Everything
+/// else is exactly [`canonicalize`], so the typed job deserialized from either is the same.
+pub fn canonicalize_for_register(job: &mut serde_json::Value) {
+    canonicalize_job(job, true);
+}
+
+fn canonicalize_job(job: &mut serde_json::Value, sparse: bool) {
     let Json::Object(job) = job else { return };
     strip_nulls(job);
     default(job, "ID", Json::from(""));
@@ -36,24 +52,26 @@ pub fn canonicalize(job: &mut serde_json::Value) {
         let id = job.get("ID").cloned().unwrap_or_else(|| Json::from(""));
         job.insert("Name".to_owned(), id);
     }
-    default(job, "ParentID", Json::from(""));
-    default(job, "Namespace", Json::from("default"));
     default(job, "Priority", Json::from(50));
-    default(job, "Stop", Json::Bool(false));
-    default(job, "Region", Json::from("global"));
-    default(job, "NodePool", Json::from(""));
     default(job, "Type", Json::from("service"));
-    default(job, "AllAtOnce", Json::Bool(false));
-    default(job, "ConsulNamespace", Json::from(""));
-    default(job, "VaultNamespace", Json::from(""));
-    default(job, "NomadTokenID", Json::from(""));
-    default(job, "Status", Json::from(""));
-    default(job, "StatusDescription", Json::from(""));
-    default(job, "Stable", Json::Bool(false));
-    default(job, "Version", Json::from(0));
-    default(job, "CreateIndex", Json::from(0));
-    default(job, "ModifyIndex", Json::from(0));
-    default(job, "JobModifyIndex", Json::from(0));
+    if !sparse {
+        default(job, "ParentID", Json::from(""));
+        default(job, "Namespace", Json::from("default"));
+        default(job, "Stop", Json::Bool(false));
+        default(job, "Region", Json::from("global"));
+        default(job, "NodePool", Json::from(""));
+        default(job, "AllAtOnce", Json::Bool(false));
+        default(job, "ConsulNamespace", Json::from(""));
+        default(job, "VaultNamespace", Json::from(""));
+        default(job, "NomadTokenID", Json::from(""));
+        default(job, "Status", Json::from(""));
+        default(job, "StatusDescription", Json::from(""));
+        default(job, "Stable", Json::Bool(false));
+        default(job, "Version", Json::from(0));
+        default(job, "CreateIndex", Json::from(0));
+        default(job, "ModifyIndex", Json::from(0));
+        default(job, "JobModifyIndex", Json::from(0));
+    }
 
     let job_type = str_of(job, "Type").unwrap_or_default().to_owned();
     if let Some(periodic) = object_mut(job, "Periodic") {
@@ -73,13 +91,35 @@ pub fn canonicalize(job: &mut serde_json::Value) {
     let context = JobContext {
         name: str_of(job, "Name").unwrap_or_default().to_owned(),
         job_type,
-        update: object_of(job, "Update"),
-        reschedule: object_of(job, "Reschedule"),
-        migrate: object_of(job, "Migrate"),
-        consul_namespace: str_of(job, "ConsulNamespace").map(str::to_owned),
+        // Moved out while the groups are canonicalized (they read them from the context, and
+        // nothing reads them from the job meanwhile), then put back unchanged.
+        update: take_object(job, "Update"),
+        reschedule: take_object(job, "Reschedule"),
+        migrate: take_object(job, "Migrate"),
+        // An absent `ConsulNamespace` (only possible when `sparse`) reads as the `""` the full
+        // pass would have filled.
+        consul_namespace: match job.get("ConsulNamespace") {
+            None => Some(String::new()),
+            Some(namespace) => namespace.as_str().map(str::to_owned),
+        },
     };
     for group in objects_mut(job, "TaskGroups") {
         canonicalize_group(group, &context);
+    }
+    let JobContext {
+        update,
+        reschedule,
+        migrate,
+        ..
+    } = context;
+    for (key, policy) in [
+        ("Update", update),
+        ("Reschedule", reschedule),
+        ("Migrate", migrate),
+    ] {
+        if let Some(policy) = policy {
+            job.insert(key.to_owned(), Json::Object(policy));
+        }
     }
     for spread in objects_mut(job, "Spreads") {
         canonicalize_spread(spread);
@@ -157,33 +197,34 @@ fn canonicalize_group(group: &mut Object, job: &JobContext) {
 
     // Reschedule: job ⊕ group, else the type's default (none for system and sysbatch).
     let group_reschedule = object_of(group, "ReschedulePolicy");
-    let mut reschedule = match (&job.reschedule, group_reschedule) {
+    let reschedule = match (&job.reschedule, group_reschedule) {
         (Some(job_policy), Some(group_policy)) => Some(merge(job_policy, &group_policy)),
         (Some(job_policy), None) => Some(job_policy.clone()),
         (None, group_policy) => group_policy,
     };
-    if reschedule.is_none() && job.job_type != "system" && job.job_type != "sysbatch" {
-        reschedule = Some(default_reschedule(&job.job_type));
-    }
     if let Some(mut policy) = reschedule {
         fill(&mut policy, &default_reschedule(&job.job_type));
         strip_nulls(&mut policy);
+        group.insert("ReschedulePolicy".to_owned(), Json::Object(policy));
+    } else if job.job_type != "system" && job.job_type != "sysbatch" {
+        // The type's default is already complete: nothing to fill.
+        let policy = default_reschedule(&job.job_type);
         group.insert("ReschedulePolicy".to_owned(), Json::Object(policy));
     }
 
     // Migrate: job ⊕ group; service groups always get one.
     let group_migrate = object_of(group, "Migrate");
-    let mut migrate = match (&job.migrate, group_migrate) {
+    let migrate = match (&job.migrate, group_migrate) {
         (Some(job_migrate), Some(group_migrate)) => Some(merge(job_migrate, &group_migrate)),
         (Some(job_migrate), None) => Some(job_migrate.clone()),
         (None, group_migrate) => group_migrate,
     };
-    if migrate.is_none() && job.job_type == "service" {
-        migrate = Some(Object::new());
-    }
     if let Some(mut migrate) = migrate {
         fill(&mut migrate, &default_migrate());
         group.insert("Migrate".to_owned(), Json::Object(migrate));
+    } else if job.job_type == "service" {
+        // An empty migrate filled with the defaults is the defaults.
+        group.insert("Migrate".to_owned(), Json::Object(default_migrate()));
     }
 
     // Restart: the type's default, overridden by the group's fields.
@@ -195,12 +236,11 @@ fn canonicalize_group(group: &mut Object, job: &JobContext) {
         Some(group_restart) => merge(&restart_default, &group_restart),
         None => restart_default,
     };
-    group.insert("RestartPolicy".to_owned(), Json::Object(restart.clone()));
-
     let group_name = str_of(group, "Name").unwrap_or_default().to_owned();
     for task in objects_mut(group, "Tasks") {
         canonicalize_task(task, &restart, &job.name, &group_name);
     }
+    group.insert("RestartPolicy".to_owned(), Json::Object(restart));
     for spread in objects_mut(group, "Spreads") {
         canonicalize_spread(spread);
     }
@@ -773,6 +813,17 @@ fn str_of<'a>(object: &'a Object, key: &str) -> Option<&'a str> {
 fn object_of(object: &Object, key: &str) -> Option<Object> {
     match object.get(key) {
         Some(Json::Object(inner)) => Some(inner.clone()),
+        _ => None,
+    }
+}
+
+/// Removes and returns the object under `key`; anything else stays where it is.
+fn take_object(object: &mut Object, key: &str) -> Option<Object> {
+    if !matches!(object.get(key), Some(Json::Object(_))) {
+        return None;
+    }
+    match object.remove(key) {
+        Some(Json::Object(inner)) => Some(inner),
         _ => None,
     }
 }

@@ -4,8 +4,9 @@
 //!
 //! Where it sits: a pure library below the `scheduler` service. The scheduler's jobs HTTP
 //! handlers call [`parse`] for `/v1/jobs/parse` and [`canonicalize`] for that endpoint's
-//! `Canonicalize=true` and for every job registration, before the JSON is deserialized into
-//! `scheduler_structs::Job` (a type this crate does not depend on; its tests check that every
+//! `Canonicalize=true`, and [`canonicalize_for_register`] (the same defaults, minus the
+//! job-level zero values the typed job takes anyway) for every job registration, before the
+//! JSON is deserialized into `scheduler_structs::Job` (a type this crate does not depend on; its tests check that every
 //! canonical job deserializes).
 //!
 //! Pipeline (one file each): `hcl-edit` parses the text with byte spans → the top level is
@@ -45,7 +46,7 @@ use hcl::edit::structure::{Block, Structure};
 use diag::{Diag, Source};
 use eval::{Env, Mode, Scope};
 
-pub use canonicalize::canonicalize;
+pub use canonicalize::{canonicalize, canonicalize_for_register};
 
 /// The file name diagnostics use for the job text (Nomad's parse endpoint calls it this).
 const JOB_FILE: &str = "input.hcl";

@@ -1,5 +1,6 @@
 //! Tests of the jobspec parser and canonicalizer: the real-world job files under `testdata/`,
-//! every error path, the function library, and `canonicalize` per job type.
+//! every error path, the function library, and `canonicalize` (and its registration variant)
+//! per job type.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -1334,6 +1335,38 @@ fn canonicalize_fills_job_defaults_for_service_jobs() {
         json!({"MaxFiles": 10, "MaxFileSizeMB": 10, "Disabled": false})
     );
     assert_eq!(task["RestartPolicy"], restart);
+}
+
+#[test]
+fn register_canonicalization_is_the_full_one_minus_job_level_zero_defaults() {
+    let jobs = [
+        parse(SERVICE, SERVICE_VARS, &flags(&[("count", "3")])),
+        parse(BATCH_PERIODIC, "", &no_flags()),
+        parse(PARAMETERIZED, "", &no_flags()),
+        parse(CONSTRAINTS, "", &no_flags()),
+        parse(CONNECT, "", &no_flags()),
+        parse(SYSTEM, "", &no_flags()),
+    ];
+    for job in jobs {
+        let job = job.unwrap();
+        let mut sparse = job.clone();
+        canonicalize_for_register(&mut sparse);
+        let full = canonical(job);
+        for key in [
+            "ParentID",
+            "Stop",
+            "AllAtOnce",
+            "ConsulNamespace",
+            "Version",
+        ] {
+            assert!(sparse.get(key).is_none(), "{key} left out");
+        }
+        assert_eq!(
+            canonical(sparse),
+            full,
+            "the full pass fills only what was left out"
+        );
+    }
 }
 
 #[test]

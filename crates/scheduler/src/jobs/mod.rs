@@ -3,9 +3,10 @@
 //!
 //! Where it sits: handlers are thin: reads run on a snapshot inside `blocking::block_on`
 //! and render through `render.rs` (status, summary, stubs, computed on every read); register
-//! turns the submitted JSON into a canonical `structs::Job` (`jobspec::canonicalize`, the
-//! server-side defaults, strict deserialization), validates it (`validate.rs`) and sends
-//! `Command::RegisterJob` to the state writer.
+//! reads the body straight into its request type (the `Value` detour only for bodies that do
+//! not decode, so error texts stay), turns the job into a canonical `structs::Job`
+//! (`jobspec::canonicalize_for_register`, the server-side defaults, strict deserialization),
+//! validates it (`validate.rs`) and sends `Command::RegisterJob` to the state writer.
 //!
 //! Invariants:
 //! - A rejected register changes nothing: every check (JSON, fields, validation, ACL,
@@ -146,12 +147,7 @@ async fn register_job(
     path_id: Option<&str>,
     bytes: &[u8],
 ) -> Result<Indexed<JobWriteResponse>, Error> {
-    let body = meta::json_body(bytes)?;
-    let request: RegisterRequest = match body {
-        Value::Null => RegisterRequest::default(),
-        body => serde_json::from_value(body)
-            .map_err(|err| Error::BadRequest(format!("failed to parse JSON input: {err}")))?,
-    };
+    let request = register_request(bytes)?;
     let Some(mut job_value) = request.job.filter(|job| !job.is_null()) else {
         return Err(Error::BadRequest("Job must be specified".to_owned()));
     };
@@ -221,6 +217,21 @@ async fn register_job(
     ))
 }
 
+/// The register body. A well-formed body is deserialized straight from the bytes; anything
+/// else (empty, `null`, malformed, duplicate or mistyped members) takes the `Value` detour,
+/// which decides the outcome and the error text. Both feed the same visitor the same data, so
+/// a body the direct path accepts gives the request the detour would.
+fn register_request(bytes: &[u8]) -> Result<RegisterRequest, Error> {
+    if let Ok(request) = serde_json::from_slice::<RegisterRequest>(bytes) {
+        return Ok(request);
+    }
+    match meta::json_body(bytes)? {
+        Value::Null => Ok(RegisterRequest::default()),
+        body => serde_json::from_value(body)
+            .map_err(|err| Error::BadRequest(format!("failed to parse JSON input: {err}"))),
+    }
+}
+
 /// Upstream answers an `EnforceIndex` mismatch with a 500; it is the caller's mistake, so 400.
 fn conflict_is_bad_request(err: Error) -> Error {
     match err {
@@ -263,10 +274,15 @@ fn register_region(query: &QueryParams, body: Option<&str>, job: &Value, server:
 
 /// Canonicalizes the submitted job (every default filled), applies the server-side defaults
 /// Nomad sets at register, and deserializes it strictly (an unknown field is a 400).
+///
+/// `canonicalize_for_register` leaves out the job-level zero-valued defaults the typed `Job`
+/// takes anyway (and the namespace, region and pool set here), so the `Job` is the one the
+/// full `canonicalize` gives. It inserts no `null` into the null-free input, so no second
+/// `strip_nulls` is needed. The test `register_canonicalization_matches_the_full_pass`
+/// holds both to that.
 fn canonical_job(job_value: &mut Value, namespace: &str, region: &str) -> Result<Job, Error> {
     strip_nulls(job_value);
-    crate::jobspec::canonicalize(job_value);
-    strip_nulls(job_value);
+    crate::jobspec::canonicalize_for_register(job_value);
     if let Some(object) = job_value.as_object_mut() {
         object.insert("Namespace".to_owned(), Value::from(namespace));
         object.insert("Region".to_owned(), Value::from(region));
@@ -823,6 +839,183 @@ mod tests {
             .unwrap_or((None, String::new()));
         assert_eq!(kept.map(|s| s.format), Some("hcl2".to_owned()));
         assert!(warning.is_empty());
+    }
+
+    /// Registration's canonicalization before it was made sparse: the full `canonicalize`
+    /// between two `strip_nulls`, then the same server defaults.
+    fn full_pass_job(mut job_value: Value, namespace: &str, region: &str) -> Result<Job, String> {
+        strip_nulls(&mut job_value);
+        crate::jobspec::canonicalize(&mut job_value);
+        strip_nulls(&mut job_value);
+        if let Some(object) = job_value.as_object_mut() {
+            object.insert("Namespace".to_owned(), Value::from(namespace));
+            object.insert("Region".to_owned(), Value::from(region));
+            if object
+                .get("Datacenters")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                object.insert("Datacenters".to_owned(), Value::from(vec!["*"]));
+            }
+            if object
+                .get("NodePool")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                object.insert("NodePool".to_owned(), Value::from(DEFAULT_NODE_POOL));
+            }
+            let no_name = object
+                .get("Name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+            if no_name && let Some(id) = object.get("ID").cloned() {
+                object.insert("Name".to_owned(), id);
+            }
+        }
+        serde_json::from_value(job_value).map_err(|err| format!("failed to decode job: {err}"))
+    }
+
+    fn hcl_job(hcl: &str, vars: &str, flags: &[(&str, &str)]) -> Value {
+        let flags: BTreeMap<String, String> = flags
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        match crate::jobspec::parse(hcl, vars, &flags) {
+            Ok(job) => job,
+            Err(err) => panic!("fixture does not parse: {err}"),
+        }
+    }
+
+    #[test]
+    fn register_canonicalization_matches_the_full_pass() {
+        let testdata = [
+            hcl_job(
+                include_str!("../../../scheduler-jobspec/testdata/service.nomad.hcl"),
+                include_str!("../../../scheduler-jobspec/testdata/service.vars.hcl"),
+                &[("count", "3")],
+            ),
+            hcl_job(
+                include_str!("../../../scheduler-jobspec/testdata/batch-periodic.nomad.hcl"),
+                "",
+                &[],
+            ),
+            hcl_job(
+                include_str!("../../../scheduler-jobspec/testdata/parameterized.nomad.hcl"),
+                "",
+                &[],
+            ),
+            hcl_job(
+                include_str!("../../../scheduler-jobspec/testdata/constraints.nomad.hcl"),
+                "",
+                &[],
+            ),
+            hcl_job(
+                include_str!("../../../scheduler-jobspec/testdata/connect.nomad.hcl"),
+                "",
+                &[],
+            ),
+            hcl_job(
+                include_str!("../../../scheduler-jobspec/testdata/system.nomad.hcl"),
+                "",
+                &[],
+            ),
+        ];
+        let json = [
+            // The job nodesim registers.
+            serde_json::json!({
+                "ID": "sim-1", "Name": "sim-1", "Type": "service", "Datacenters": ["dc1"],
+                "Constraints": [{"LTarget": "${attr.unique.hostname}", "RTarget": "^sim-",
+                                 "Operand": "regexp"}],
+                "TaskGroups": [{"Name": "app", "Count": 2, "Tasks": [{
+                    "Name": "app", "Driver": "raw_exec",
+                    "Config": {"command": "/bin/sleep", "args": ["3600"]},
+                    "Resources": {"CPU": 100, "MemoryMB": 64}}]}]
+            }),
+            // Minimal, with nulls, no name.
+            serde_json::json!({"ID": "min", "Name": null, "Constraints": null, "TaskGroups": [
+                {"Name": "g", "Count": null, "Tasks": [{"Name": "t", "Driver": "docker",
+                 "Resources": null, "LogConfig": null}]}]}),
+            // Every skipped job-level member set, explicitly and to non-zero values.
+            serde_json::json!({
+                "ID": "set", "ParentID": "p", "Namespace": "ns", "Region": "r", "NodePool": "",
+                "Priority": 0, "Stop": true, "AllAtOnce": true, "ConsulNamespace": "cns",
+                "VaultNamespace": "vns", "NomadTokenID": "tok", "Status": "running",
+                "StatusDescription": "d", "Stable": true, "Version": 7, "CreateIndex": 3,
+                "ModifyIndex": 4, "JobModifyIndex": 5, "Type": "batch",
+                "Reschedule": {"Attempts": 3}, "Migrate": {"MaxParallel": 2},
+                "Update": {"MaxParallel": 0},
+                "TaskGroups": [{"Name": "g", "Consul": {}, "Tasks": [{"Name": "t",
+                    "Driver": "exec", "Consul": {}}]}]
+            }),
+            // A group `consul` block with the job's consul namespace left unset.
+            serde_json::json!({"ID": "consul", "TaskGroups": [{"Name": "g", "Consul": {},
+                "Tasks": [{"Name": "t", "Driver": "exec"}]}]}),
+            serde_json::json!({"ID": "consul-ns", "ConsulNamespace": "",
+                "TaskGroups": [{"Name": "g", "Consul": {"Namespace": "own"}}]}),
+            // Other types and job-level policies merged into groups.
+            serde_json::json!({"ID": "sys", "Type": "system", "Update": {"Stagger": 1},
+                "TaskGroups": [{"Name": "g", "Update": {"MaxParallel": 3}}]}),
+            serde_json::json!({"ID": "sb", "Type": "sysbatch",
+                "Reschedule": {"Attempts": 1}, "TaskGroups": [{"Name": "g",
+                "ReschedulePolicy": {"Delay": 5}, "Migrate": {"HealthCheck": "task_states"}}]}),
+            serde_json::json!({"ID": "svc", "Migrate": {"MaxParallel": 4},
+                "TaskGroups": [{"Name": "a"}, {"Name": "b", "Migrate": {"MinHealthyTime": 1}}]}),
+            // Wrongly typed members: the same error either way.
+            serde_json::json!({"ID": "bad", "Stop": "yes"}),
+            serde_json::json!({"ID": "bad", "Version": -1}),
+            serde_json::json!({"ID": "bad", "ParentID": 5}),
+            serde_json::json!({"ID": "bad", "NodePool": 5, "Status": []}),
+            serde_json::json!({"ID": "bad", "ConsulNamespace": 5,
+                "TaskGroups": [{"Name": "g", "Consul": {}}]}),
+            serde_json::json!({"ID": "bad", "Bogus": 1}),
+            serde_json::json!({"ID": "bad", "TaskGroups": [{"Name": "g", "Count": "x"}]}),
+        ];
+        for job in testdata.into_iter().chain(json) {
+            let mut sparse = job.clone();
+            let new = canonical_job(&mut sparse, "ns1", "eu").map_err(|err| format!("{err}"));
+            let old = full_pass_job(job.clone(), "ns1", "eu");
+            assert_eq!(new, old, "job {job}");
+        }
+    }
+
+    #[test]
+    fn register_body_read_directly_matches_the_value_detour() {
+        let detour = |bytes: &[u8]| -> String {
+            let request = match meta::json_body(bytes) {
+                Err(err) => Err(err),
+                Ok(Value::Null) => Ok(RegisterRequest::default()),
+                Ok(body) => serde_json::from_value::<RegisterRequest>(body)
+                    .map_err(|err| Error::BadRequest(format!("failed to parse JSON input: {err}"))),
+            };
+            format!("{request:?}")
+        };
+        let bodies: [&[u8]; 14] = [
+            b"",
+            b"  \n",
+            b"null",
+            b"{}",
+            b"[]",
+            b"{bad",
+            br#"{"Job": {"ID": "a", "TaskGroups": [{"Name": "g"}]}, "EnforceIndex": true,
+                "JobModifyIndex": 5, "EvalPriority": 60, "PolicyOverride": false,
+                "PreserveCounts": true, "Region": "r", "Namespace": "n",
+                "Submission": {"Source": "job {}"}, "Other": [1, 2]}"#,
+            br#"{"Job": {"ID": "a"}, "Job": {"ID": "b"}}"#,
+            br#"{"Job": {"ID": "a", "ID": "b"}}"#,
+            br#"{"Job": null, "EvalPriority": null}"#,
+            br#"{"Job": {"ID": "a"}, "EvalPriority": "x"}"#,
+            br#"{"Job": {"ID": "a"}, "JobModifyIndex": -1}"#,
+            br#"[{"ID": "a"}, null, true]"#,
+            br#"{"Job": {"ID": "a"}} trailing"#,
+        ];
+        for body in bodies {
+            assert_eq!(
+                format!("{:?}", register_request(body)),
+                detour(body),
+                "body {}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 
     #[test]
