@@ -283,6 +283,14 @@ fn register_region(query: &QueryParams, body: Option<&str>, job: &Value, server:
 fn canonical_job(job_value: &mut Value, namespace: &str, region: &str) -> Result<Job, Error> {
     strip_nulls(job_value);
     crate::jobspec::canonicalize_for_register(job_value);
+    server_defaults(job_value, namespace, region);
+    serde_json::from_value(job_value.take())
+        .map_err(|err| Error::BadRequest(format!("failed to decode job: {err}")))
+}
+
+/// The server-side defaults Nomad sets at register: the request's namespace and region, `*`
+/// for no datacenters, the default pool, and the ID as the name.
+fn server_defaults(job_value: &mut Value, namespace: &str, region: &str) {
     if let Some(object) = job_value.as_object_mut() {
         object.insert("Namespace".to_owned(), Value::from(namespace));
         object.insert("Region".to_owned(), Value::from(region));
@@ -308,8 +316,6 @@ fn canonical_job(job_value: &mut Value, namespace: &str, region: &str) -> Result
             object.insert("Name".to_owned(), id);
         }
     }
-    serde_json::from_value(job_value.take())
-        .map_err(|err| Error::BadRequest(format!("failed to decode job: {err}")))
 }
 
 /// Removes `null` members of every object, so an explicit `null` reads as "unset" (Go decodes
@@ -847,31 +853,7 @@ mod tests {
         strip_nulls(&mut job_value);
         crate::jobspec::canonicalize(&mut job_value);
         strip_nulls(&mut job_value);
-        if let Some(object) = job_value.as_object_mut() {
-            object.insert("Namespace".to_owned(), Value::from(namespace));
-            object.insert("Region".to_owned(), Value::from(region));
-            if object
-                .get("Datacenters")
-                .and_then(Value::as_array)
-                .is_none_or(Vec::is_empty)
-            {
-                object.insert("Datacenters".to_owned(), Value::from(vec!["*"]));
-            }
-            if object
-                .get("NodePool")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                object.insert("NodePool".to_owned(), Value::from(DEFAULT_NODE_POOL));
-            }
-            let no_name = object
-                .get("Name")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty);
-            if no_name && let Some(id) = object.get("ID").cloned() {
-                object.insert("Name".to_owned(), id);
-            }
-        }
+        server_defaults(&mut job_value, namespace, region);
         serde_json::from_value(job_value).map_err(|err| format!("failed to decode job: {err}"))
     }
 
