@@ -27,6 +27,9 @@
 //!   delete the organization) and it cannot create configuration versions or runs
 //!   ([`Caller::can_create_configuration_versions`]).
 
+use std::ops::Deref;
+use std::sync::Arc;
+
 use axum::extract::FromRequestParts;
 use http::request::Parts;
 
@@ -40,9 +43,14 @@ use crate::store::users::{UserRecord, load_user};
 use crate::store::workspaces::{WorkspaceRecord, load_workspace};
 use crate::{Error, State, ids};
 
-/// The authenticated caller of a request.
+/// The authenticated caller of a request: shared, since the auth cache hands the same one to
+/// every request of the token (a clone is a reference count, not its records).
 #[derive(Debug, Clone)]
-pub(crate) struct Caller {
+pub(crate) struct Caller(Arc<CallerRecords>);
+
+/// What a [`Caller`] is made of (read through `Deref`).
+#[derive(Debug)]
+pub(crate) struct CallerRecords {
     pub(crate) token: TokenRecord,
     pub(crate) subject: Subject,
     /// The auth cache's epoch this was read at (`auth_cache.rs`): an organization access is
@@ -56,6 +64,14 @@ pub(crate) enum Subject {
     User(UserRecord),
     Team(TeamRecord),
     Organization(String),
+}
+
+impl Deref for Caller {
+    type Target = CallerRecords;
+
+    fn deref(&self) -> &CallerRecords {
+        &self.0
+    }
 }
 
 impl FromRequestParts<State> for Caller {
@@ -155,11 +171,11 @@ impl Caller {
                 Subject::Organization(organization.clone())
             }
         };
-        Ok(Some(Caller {
+        Ok(Some(Caller(Arc::new(CallerRecords {
             token,
             subject,
             epoch,
-        }))
+        }))))
     }
 
     /// The user behind a user token.
@@ -244,7 +260,7 @@ impl Caller {
         let revision = organization.revision;
         let organization = organization.record;
         let access = match &self.subject {
-            Subject::Organization(own) => (own == name).then(|| OrgAccess {
+            Subject::Organization(own) => (own == name).then(|| Access {
                 role: Role::OrganizationToken,
                 permissions: OrganizationAccess::all(),
                 team_ids: Vec::new(),
@@ -253,7 +269,7 @@ impl Caller {
             }),
             Subject::Team(team) => (team.organization == name).then(|| {
                 let owner = team.id == organization.owners_team_id;
-                OrgAccess {
+                Access {
                     role: if owner { Role::Owner } else { Role::Member },
                     permissions: if owner {
                         OrganizationAccess::all()
@@ -276,7 +292,7 @@ impl Caller {
                 let active = team_ids.is_some();
                 let team_ids = team_ids.unwrap_or_default();
                 if user.is_admin {
-                    Some(OrgAccess {
+                    Some(Access {
                         role: Role::SiteAdmin,
                         permissions: OrganizationAccess::all(),
                         team_ids,
@@ -286,7 +302,7 @@ impl Caller {
                 } else if !active {
                     None
                 } else if team_ids.contains(&organization.owners_team_id) {
-                    Some(OrgAccess {
+                    Some(Access {
                         role: Role::Owner,
                         permissions: OrganizationAccess::all(),
                         team_ids,
@@ -300,7 +316,7 @@ impl Caller {
                             permissions = permissions.union(team.record.organization_access);
                         }
                     }
-                    Some(OrgAccess {
+                    Some(Access {
                         role: Role::Member,
                         permissions,
                         team_ids,
@@ -310,7 +326,7 @@ impl Caller {
                 }
             }
         };
-        Ok(access)
+        Ok(access.map(OrgAccess::from))
     }
 }
 
@@ -327,9 +343,28 @@ pub(crate) enum Role {
     Member,
 }
 
-/// What a caller may do in one organization.
+/// What a caller may do in one organization: shared, as [`Caller`] (the auth cache keeps one
+/// per token and organization).
 #[derive(Debug, Clone)]
-pub(crate) struct OrgAccess {
+pub(crate) struct OrgAccess(Arc<Access>);
+
+impl Deref for OrgAccess {
+    type Target = Access;
+
+    fn deref(&self) -> &Access {
+        &self.0
+    }
+}
+
+impl From<Access> for OrgAccess {
+    fn from(access: Access) -> OrgAccess {
+        OrgAccess(Arc::new(access))
+    }
+}
+
+/// What an [`OrgAccess`] is made of (read through `Deref`).
+#[derive(Debug)]
+pub(crate) struct Access {
     pub(crate) organization: OrganizationRecord,
     /// The mod revision the organization was read at: writes that add to the organization
     /// (teams, memberships, workspaces) compare it, so they fail once a delete has begun.

@@ -115,7 +115,7 @@ async fn render_included(
 /// A team as included in a membership document (permissions as an organization member sees
 /// them: none).
 async fn team_stub(state: &State, team: TeamRecord) -> Result<Resource, Error> {
-    let access = OrgAccess {
+    let access = OrgAccess::from(crate::auth::Access {
         organization: crate::store::organizations::load_organization(
             state.storage(),
             &team.organization,
@@ -127,7 +127,7 @@ async fn team_stub(state: &State, team: TeamRecord) -> Result<Resource, Error> {
         role: crate::auth::Role::Member,
         permissions: Default::default(),
         team_ids: Vec::new(),
-    };
+    });
     let view = TeamView::load(state, team).await?;
     Ok(team_resource(&view, &access))
 }
