@@ -10,7 +10,12 @@
 //!   not decode;
 //! - a terminal allocation the agent never ran is not started; a finished runner is not
 //!   started again;
-//! - every runner lives in this watcher's `JoinSet` and is joined before `run` returns.
+//! - every runner lives in this watcher's `JoinSet` and is joined before `run` returns;
+//! - the server sends whole only the allocations changed since the highest `AllocModifyIndex`
+//!   the watcher received whole (`since`), the others as stubs: a stub counts as listed, and a
+//!   stub that differs from the allocation held (the server's state went back) makes the next
+//!   query ask for every allocation whole, at once. A client holding n allocations thus reads
+//!   one allocation, not n, when one changes (reading all n each time was quadratic).
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -59,11 +64,13 @@ pub(crate) async fn run(
     };
     let mut backoff = Backoff::new(Duration::from_millis(250), Duration::from_secs(10));
     let mut index = 0;
+    // The highest `AllocModifyIndex` received whole (0: ask for every allocation whole).
+    let mut since = 0;
     let mut asked_at = Instant::now();
     let mut fetch = fetch(
         &client,
         &watcher.shared.node.id,
-        index,
+        (index, since),
         wait,
         Duration::ZERO,
     );
@@ -81,8 +88,15 @@ pub(crate) async fn run(
                 }
                 // Registered again (the server may have restarted): start over from index 0.
                 index = 0;
+                since = 0;
                 asked_at = Instant::now();
-                fetch = self::fetch(&client, &watcher.shared.node.id, index, wait, Duration::ZERO);
+                fetch = self::fetch(
+                    &client,
+                    &watcher.shared.node.id,
+                    (index, since),
+                    wait,
+                    Duration::ZERO,
+                );
             }
             result = &mut fetch => {
                 let delay = match result {
@@ -90,7 +104,19 @@ pub(crate) async fn run(
                         backoff.reset();
                         let unchanged = answer.index <= index;
                         index = answer.index;
-                        watcher.reconcile(answer);
+                        let newest = answer
+                            .allocs
+                            .iter()
+                            .map(|alloc| alloc.alloc_modify_index)
+                            .max()
+                            .unwrap_or(0);
+                        if watcher.reconcile(answer) {
+                            since = since.max(newest);
+                        } else {
+                            // A stub differs from what is held: everything whole, now.
+                            since = 0;
+                            index = 0;
+                        }
                         if unchanged && asked_at.elapsed() < MIN_QUERY_SPACING {
                             MIN_QUERY_SPACING
                         } else {
@@ -104,7 +130,7 @@ pub(crate) async fn run(
                     }
                 };
                 asked_at = Instant::now() + delay;
-                fetch = self::fetch(&client, &watcher.shared.node.id, index, wait, delay);
+                fetch = self::fetch(&client, &watcher.shared.node.id, (index, since), wait, delay);
             }
         }
     }
@@ -112,10 +138,11 @@ pub(crate) async fn run(
     watcher.detach().await;
 }
 
+/// The node's allocations once its index passes `index`, those changed since `since` whole.
 fn fetch(
     client: &Arc<ServerClient>,
     node_id: &str,
-    index: u64,
+    (index, since): (u64, u64),
     wait: Duration,
     delay: Duration,
 ) -> Fetch {
@@ -125,7 +152,7 @@ fn fetch(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        client.allocations(&node_id, index, wait).await
+        client.allocations(&node_id, index, since, wait).await
     })
 }
 
@@ -148,8 +175,22 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn reconcile(&mut self, answer: NodeAllocations) {
+    /// Acts on an answer; false if a stub differs from the allocation held (the answer is
+    /// then incomplete: the caller asks again for every allocation whole).
+    fn reconcile(&mut self, answer: NodeAllocations) -> bool {
         let mut listed: HashSet<String> = answer.undecodable.into_iter().collect();
+        let mut consistent = true;
+        for stub in answer.unchanged {
+            // A stub of an allocation not held (one never decoded, or skipped below) is kept
+            // listed as it was; one held with another version needs the whole allocation.
+            if let Some(entry) = self.allocs.get(&stub.id)
+                && (entry.alloc_modify_index != stub.alloc_modify_index
+                    || entry.desired_status != stub.desired_status)
+            {
+                consistent = false;
+            }
+            listed.insert(stub.id);
+        }
         for alloc in answer.allocs {
             if !is_safe_component(&alloc.id) {
                 tracing::warn!(alloc_id = %alloc.id, "ignoring an allocation with an unusable id");
@@ -225,6 +266,7 @@ impl Watcher {
                 }
             }
         }
+        consistent
     }
 
     fn start(

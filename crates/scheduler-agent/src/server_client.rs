@@ -3,8 +3,11 @@
 //!
 //! - `PUT /v1/internal/node/register` `{"Node": Node}` → `{"HeartbeatTTL": ns, "Index": n}`;
 //! - `PUT /v1/internal/node/:id/heartbeat` → `{"HeartbeatTTL": ns}` (404: re-register);
-//! - `GET /v1/internal/node/:id/allocations?index=N&wait=30s` (blocking) →
-//!   `{"Allocs": [Allocation with Job], "Index": n}`;
+//! - `GET /v1/internal/node/:id/allocations?index=N&wait=30s&since=M` (blocking) →
+//!   `{"Allocs": [Allocation with Job], "Index": n, "Unchanged": [{"ID", "AllocModifyIndex",
+//!   "DesiredStatus"}]}`: the allocations whose `AllocModifyIndex` is at most M (the agent holds
+//!   them) come as stubs in `Unchanged`, the others whole (a server without `since` sends all
+//!   whole, which reads the same);
 //! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`;
 //! - `GET /v1/internal/node/:id/calls?wait=30s` (long poll) → `{"Calls": [ClientCall]}`;
 //! - `GET /v1/internal/node/:id/call/:call_id` upgraded to `cairn-call`: the tunnel that
@@ -75,15 +78,29 @@ pub(crate) struct HeartbeatResponse {
 /// The allocations placed on this node.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NodeAllocations {
+    /// The allocations sent whole: all of them, or, asked with `since`, those changed since.
     pub(crate) allocs: Vec<Allocation>,
     /// IDs of allocations present but not decodable (kept, never treated as gone).
     pub(crate) undecodable: Vec<String>,
+    /// Asked with `since`: the allocations the server did not send whole, as it holds them
+    /// (the agent holds them already, unless something went back; then it asks for all).
+    pub(crate) unchanged: Vec<AllocStub>,
     pub(crate) index: u64,
 }
 
+/// An allocation the server did not send whole (its `AllocModifyIndex` is at most the `since`
+/// asked with): what the agent compares with the allocation it holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct AllocStub {
+    #[serde(rename = "ID")]
+    pub(crate) id: String,
+    pub(crate) alloc_modify_index: u64,
+    pub(crate) desired_status: String,
+}
+
 /// The allocations answer, every allocation decoded straight into its type: the usual case,
-/// and several times cheaper than through a `Value` (the answer carries every allocation with
-/// its job, and the agent reads it again whenever one of them changes).
+/// and several times cheaper than through a `Value` (an allocation comes with its job).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct TypedAllocations {
@@ -91,6 +108,8 @@ struct TypedAllocations {
     allocs: Option<Vec<Allocation>>,
     #[serde(default)]
     index: u64,
+    #[serde(default)]
+    unchanged: Option<Vec<AllocStub>>,
 }
 
 /// The allocations answer with each allocation as a `Value`, so that each one is decoded on its
@@ -103,6 +122,8 @@ struct RawAllocations {
     allocs: Option<Vec<Value>>,
     #[serde(default)]
     index: u64,
+    #[serde(default)]
+    unchanged: Option<Vec<AllocStub>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -183,14 +204,18 @@ impl ServerClient {
     }
 
     /// The blocking allocations query: returns once the index passes `index` or `wait` ends.
+    /// The allocations on this node once its index passes `index` (or `wait` ends); those whose
+    /// `AllocModifyIndex` is at most `since` come as stubs (a server that predates `since`
+    /// sends them all whole, which reads the same).
     pub(crate) async fn allocations(
         &self,
         node_id: &str,
         index: u64,
+        since: u64,
         wait: Duration,
     ) -> Result<NodeAllocations, ServerError> {
         let path = format!(
-            "/v1/internal/node/{node_id}/allocations?index={index}&wait={}",
+            "/v1/internal/node/{node_id}/allocations?index={index}&wait={}&since={since}",
             stdx::duration::format_go_std(wait)
         );
         let bytes = self
@@ -390,12 +415,14 @@ fn decode_allocations(bytes: &[u8]) -> Result<NodeAllocations, ServerError> {
         return Ok(NodeAllocations {
             allocs: typed.allocs.unwrap_or_default(),
             undecodable: Vec::new(),
+            unchanged: typed.unchanged.unwrap_or_default(),
             index: typed.index,
         });
     }
     let raw: RawAllocations = decode(bytes)?;
     let mut result = NodeAllocations {
         index: raw.index,
+        unchanged: raw.unchanged.unwrap_or_default(),
         ..NodeAllocations::default()
     };
     for value in raw.allocs.unwrap_or_default() {
@@ -434,6 +461,30 @@ mod tests {
         assert_eq!((alloc.id.as_str(), alloc.alloc_modify_index), ("a1", 7));
         assert_eq!(alloc.metrics.score_meta_data[0].scores["binpack"], 0.25);
         assert_eq!(answer.undecodable, vec!["a2".to_owned()]);
+    }
+
+    #[test]
+    fn stubs_of_unchanged_allocations_are_read_beside_whole_ones() {
+        let body = br#"{"Allocs":[{"ID":"a3","AllocModifyIndex":12}],"Index":14,
+            "Unchanged":[{"ID":"a1","AllocModifyIndex":7,"DesiredStatus":"run"},
+                         {"ID":"a2","AllocModifyIndex":9,"DesiredStatus":"stop"}]}"#;
+        let answer = decode_allocations(body).expect("the answer decodes");
+        assert_eq!(answer.allocs.len(), 1);
+        let stub = |id: &str, index: u64, desired: &str| AllocStub {
+            id: id.to_owned(),
+            alloc_modify_index: index,
+            desired_status: desired.to_owned(),
+        };
+        assert_eq!(
+            answer.unchanged,
+            vec![stub("a1", 7, "run"), stub("a2", 9, "stop")]
+        );
+        // Beside an allocation that does not decode, the stubs are still read.
+        let body = br#"{"Allocs":[{"ID":"a3","CreateIndex":"x"}],"Index":14,
+            "Unchanged":[{"ID":"a1","AllocModifyIndex":7,"DesiredStatus":"run"}]}"#;
+        let answer = decode_allocations(body).expect("the answer decodes");
+        assert_eq!(answer.undecodable, vec!["a3".to_owned()]);
+        assert_eq!(answer.unchanged, vec![stub("a1", 7, "run")]);
     }
 
     #[test]

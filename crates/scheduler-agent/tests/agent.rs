@@ -128,7 +128,27 @@ async fn allocations(
         .values()
         .filter(|alloc| alloc.node_id == id)
         .collect();
-    Json(json!({"Allocs": allocs, "Index": current})).into_response()
+    // As the server: with `since`, the allocations the agent holds come as stubs.
+    let Some(since) = query
+        .get("since")
+        .and_then(|since| since.parse::<u64>().ok())
+    else {
+        return Json(json!({"Allocs": allocs, "Index": current})).into_response();
+    };
+    let (held, newer): (Vec<&Allocation>, Vec<&Allocation>) = allocs
+        .into_iter()
+        .partition(|alloc| alloc.alloc_modify_index <= since);
+    let stubs: Vec<Value> = held
+        .iter()
+        .map(|alloc| {
+            json!({
+                "ID": alloc.id,
+                "AllocModifyIndex": alloc.alloc_modify_index,
+                "DesiredStatus": alloc.desired_status,
+            })
+        })
+        .collect();
+    Json(json!({"Allocs": newer, "Index": current, "Unchanged": stubs})).into_response()
 }
 
 async fn update_allocations(
@@ -835,6 +855,56 @@ async fn a_garbage_collected_alloc_is_destroyed() {
         !dir.path().join("client/allocs").join(&id).exists()
     })
     .await;
+    agent.stop().await;
+}
+
+#[tokio::test]
+async fn an_allocation_the_server_holds_otherwise_than_the_agent_is_read_whole_again() {
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = RunningAgent::start(&server, dir.path()).await;
+    let id = server.add_alloc(alloc_for(
+        &agent.node_id,
+        job(
+            "service",
+            vec![task(
+                "web",
+                "echo $$ > \"$NOMAD_TASK_DIR/pid\"; exec sleep 30",
+            )],
+            policy(2, 100),
+        ),
+    ));
+    server.wait_status(&id, "running").await;
+    let adir = alloc_dir(dir.path(), &id);
+    wait_until("the pid file", || {
+        read(adir.join("web/local/pid")).ends_with('\n')
+    })
+    .await;
+    let pid: i32 = read(adir.join("web/local/pid")).trim().parse().unwrap();
+    // A newer allocation moves the agent's `since` past the first one's.
+    let other = server.add_alloc(alloc_for(
+        &agent.node_id,
+        job(
+            "service",
+            vec![task("web", "exec sleep 30")],
+            policy(2, 100),
+        ),
+    ));
+    server.wait_status(&other, "running").await;
+
+    // The server's state went back: the first allocation, stopped, with an older
+    // `AllocModifyIndex` than the agent holds, so it comes as a stub that differs.
+    let held = server.alloc(&id).alloc_modify_index;
+    let index = server.fake.bump();
+    server.with(|state| {
+        let alloc = state.allocs.get_mut(&id).unwrap();
+        alloc.desired_status = "stop".to_owned();
+        alloc.alloc_modify_index = held - 1;
+        alloc.modify_index = index;
+    });
+    server.wait_status(&id, "complete").await;
+    wait_until("the process to be gone", || !pid_alive(pid)).await;
+    assert_eq!(server.alloc(&other).client_status, "running");
     agent.stop().await;
 }
 

@@ -12,7 +12,13 @@
 //!   server marked down (or that is still initializing) becomes ready again. Unknown node 404.
 //! - `GET /v1/internal/node/:id/allocations?index=&wait=` (blocking) → `{"Allocs":
 //!   [Allocation with Job], "Index": n}`; the index is the highest `ModifyIndex` among the
-//!   node's allocations, so an unchanged node does not wake its client.
+//!   node's allocations, so an unchanged node does not wake its client. With `&since=m` (the
+//!   highest `AllocModifyIndex` the client holds in full), an allocation whose
+//!   `AllocModifyIndex` is at most `m` comes as a stub in `"Unchanged": [{"ID",
+//!   "AllocModifyIndex", "DesiredStatus"}]` instead (what the client compares to find a change)
+//!   and only the others come whole, as Nomad's `Node.GetClientAllocs` answers indexes and the
+//!   client pulls only the changed allocations: a client holding n allocations no longer reads
+//!   all n with their jobs whenever one changes. Without `since`, the answer is as before.
 //! - `PUT /v1/internal/allocations` `{"Allocs": [AllocClientUpdate]}` → `{"Index": n}`; every
 //!   update must name the token's node.
 //! - `GET /v1/internal/node/:id/calls?wait=` (long poll) → `{"Calls": [ClientCall]}`: the
@@ -195,6 +201,21 @@ pub(crate) async fn heartbeat(
 pub(crate) struct NodeAllocations {
     allocs: Vec<Allocation>,
     index: u64,
+    /// With `since`: the allocations the client holds unchanged, as stubs (the field is absent
+    /// otherwise, keeping the answer without `since` as it was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unchanged: Option<Vec<AllocStub>>,
+}
+
+/// An allocation the client already holds (its `AllocModifyIndex` is at most `since`): what
+/// the client compares with what it holds.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct AllocStub {
+    #[serde(rename = "ID")]
+    id: String,
+    alloc_modify_index: u64,
+    desired_status: String,
 }
 
 /// `GET /v1/internal/node/:node_id/allocations?index=&wait=`.
@@ -205,6 +226,13 @@ pub(crate) async fn allocations(
     query: QueryParams,
 ) -> Result<Indexed<NodeAllocations>, Error> {
     authenticated_node(&state, &headers, &node_id)?;
+    let since =
+        match query.get("since") {
+            Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
+                Error::BadRequest(format!("Failed to parse since parameter: {raw:?}"))
+            })?),
+            None => None,
+        };
     // While the query waits, every new snapshot only has its index read (shared handles, no
     // copies); the answer, each allocation copied with its job, is built once, from the
     // snapshot that ends the wait.
@@ -219,11 +247,41 @@ pub(crate) async fn allocations(
     })
     .await?;
     on_node.sort_by(by_create_index);
-    let allocs = on_node
-        .iter()
-        .map(|alloc| with_job(&snapshot, alloc))
-        .collect();
-    Ok(Indexed::new(index, NodeAllocations { allocs, index }))
+    let Some(since) = since else {
+        let allocs = on_node
+            .iter()
+            .map(|alloc| with_job(&snapshot, alloc))
+            .collect();
+        return Ok(Indexed::new(
+            index,
+            NodeAllocations {
+                allocs,
+                index,
+                unchanged: None,
+            },
+        ));
+    };
+    let mut allocs = Vec::new();
+    let mut unchanged = Vec::new();
+    for alloc in &on_node {
+        if alloc.alloc_modify_index <= since {
+            unchanged.push(AllocStub {
+                id: alloc.id.clone(),
+                alloc_modify_index: alloc.alloc_modify_index,
+                desired_status: alloc.desired_status.clone(),
+            });
+        } else {
+            allocs.push(with_job(&snapshot, alloc));
+        }
+    }
+    Ok(Indexed::new(
+        index,
+        NodeAllocations {
+            allocs,
+            index,
+            unchanged: Some(unchanged),
+        },
+    ))
 }
 
 #[derive(Debug, Deserialize)]
