@@ -39,15 +39,22 @@ impl<T: Serialize> IntoResponse for Json<T> {
     }
 }
 
+/// Room for the headers a JSON answer ends up with (its content type, the service's index and
+/// leader headers under both spellings, the request id), so adding them never regrows the map
+/// (a regrowth moves every entry and rebuilds the index).
+const JSON_RESPONSE_HEADERS: usize = 12;
+
 /// The `200 application/json` response of `value`, or a logged 500.
 pub(crate) fn json_response<T: Serialize + ?Sized>(value: &T) -> Response {
     match crate::json_ser::to_vec(value) {
         Ok(body) => {
             let mut response = Response::new(axum::body::Body::from(body));
-            response.headers_mut().insert(
+            let mut headers = http::HeaderMap::with_capacity(JSON_RESPONSE_HEADERS);
+            headers.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
+            *response.headers_mut() = headers;
             response
         }
         Err(err) => {

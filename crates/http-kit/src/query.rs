@@ -34,8 +34,25 @@ pub struct QueryParams {
 impl QueryParams {
     /// Parses a raw query string (`None`: no query string at all).
     pub fn parse(raw: Option<&str>) -> Result<QueryParams, QueryError> {
-        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(raw.unwrap_or(""))
-            .map_err(|err| QueryError::Malformed(err.to_string()))?;
+        // The pairs serde_urlencoded decodes with form_urlencoded, without its serde pass; form
+        // decoding takes any input (invalid UTF-8 becomes U+FFFD), so nothing is refused. A
+        // `&`-separated pair with nothing to decode (no `%`, no `+`: most of them) is split and
+        // copied as it is; form_urlencoded decodes the others.
+        let mut pairs = Vec::new();
+        for pair in raw.unwrap_or("").split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            if !pair.bytes().any(|byte| byte == b'%' || byte == b'+') {
+                let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+                pairs.push((name.to_owned(), value.to_owned()));
+                continue;
+            }
+            pairs.extend(
+                form_urlencoded::parse(pair.as_bytes())
+                    .map(|(name, value)| (name.into_owned(), value.into_owned())),
+            );
+        }
         Ok(QueryParams { pairs })
     }
 
@@ -328,6 +345,34 @@ pub fn set_leader<H: QueryHeaders>(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_params_decode_as_serde_urlencoded_does() {
+        let queries = [
+            "",
+            "a",
+            "a=",
+            "=b",
+            "a=1&&b=2&",
+            "a=1&a=2",
+            "a=b=c",
+            "acquire=0f0e0d0c-0b0a-4908-8706-050403020100",
+            "k+ey=v+al%20ue%2B",
+            "x=%FF%fe&y=%zz&z=%",
+            "caf%C3%A9=%E2%9C%93",
+            "recurse&separator=%2F&index=7&wait=1m",
+            "&&=&==&a==b&;c=d;e",
+        ];
+        for query in queries {
+            let expected: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap();
+            assert_eq!(
+                QueryParams::parse(Some(query)).unwrap(),
+                QueryParams::from_pairs(expected),
+                "{query:?}"
+            );
+        }
+        assert_eq!(QueryParams::parse(None).unwrap(), QueryParams::default());
+    }
 
     struct Test;
 

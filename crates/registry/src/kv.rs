@@ -345,12 +345,11 @@ async fn write(
     let flags = query.u64("flags")?.unwrap_or(0);
     let cas = required_u64(query, "cas", "cas index")?;
     authz.check(Resource::Key, &key, Access::Write)?;
-    let value = (!body.is_empty()).then(|| BASE64.encode(body));
     let request = Put {
         namespace: &namespace,
         key: &key,
         flags,
-        value,
+        value: body,
     };
     if query.has("acquire") {
         let session = query.get("acquire").unwrap_or_default();

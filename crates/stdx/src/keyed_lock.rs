@@ -7,36 +7,41 @@
 //! someone holds or waits for it, so the map holds only busy keys.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::OwnedMutexGuard;
 
+/// The map of busy keys; the key is shared with its guard (one allocation per lock taken).
+type LockMap = HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>;
+
 /// One async lock per key, created on first use.
 #[derive(Debug, Default)]
 pub struct KeyedLocks {
-    by_key: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    by_key: Mutex<LockMap>,
 }
 
 /// Held while one caller works on its key; dropping it lets the next waiter in.
 #[derive(Debug)]
 pub struct KeyedGuard<'a> {
     locks: &'a KeyedLocks,
-    key: String,
+    key: Arc<str>,
     guard: Option<OwnedMutexGuard<()>>,
 }
 
 impl KeyedLocks {
     /// Waits for `key`'s lock.
     pub async fn lock(&self, key: &str) -> KeyedGuard<'_> {
-        let lock = self.map().entry(key.to_owned()).or_default().clone();
+        let key: Arc<str> = Arc::from(key);
+        let lock = self.map().entry(Arc::clone(&key)).or_default().clone();
         KeyedGuard {
             locks: self,
-            key: key.to_owned(),
+            key,
             guard: Some(lock.lock_owned().await),
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<()>>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, LockMap> {
         self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -46,11 +51,10 @@ impl Drop for KeyedGuard<'_> {
         drop(self.guard.take());
         let mut map = self.locks.map();
         // Only the map holds it: nobody holds or waits for this key's lock.
-        if map
-            .get(&self.key)
-            .is_some_and(|lock| Arc::strong_count(lock) == 1)
+        if let Entry::Occupied(entry) = map.entry(Arc::clone(&self.key))
+            && Arc::strong_count(entry.get()) == 1
         {
-            map.remove(&self.key);
+            entry.remove();
         }
     }
 }

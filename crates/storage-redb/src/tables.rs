@@ -19,7 +19,8 @@
 //!   second time: the value is `kv`'s while the key's mod revision is that revision, and the
 //!   key's next change (a put or delete in a later revision) carries it as its `previous`
 //!   value if that revision is still in history then.
-//! - `tombstones`: key → revision of its deletion, for deletes still in `history`.
+//! - `tombstones`: key → revision of its deletion, for deletes still in `history`; a key in `kv`
+//!   has none (every put removes its key's, so one present before the put has none to remove).
 //!
 //! Redo: with [`WriteTables::record_redo`], every change to `kv`, `tombstones` and `history` is
 //! also appended, in order, to a redo record ([`codec::Redo`]) that [`WriteTables::take_redo`]
@@ -313,6 +314,27 @@ impl<'t> WriteTables<'t> {
         Ok(true)
     }
 
+    /// Writes the fields of `meta` that differ from `before`, what the table holds: a group
+    /// commit moves `revision` and `history_bytes`, rarely the others.
+    pub(crate) fn write_meta_changes(&mut self, before: Meta, meta: Meta) -> Result<(), Error> {
+        let fields = [
+            (REVISION, before.revision, meta.revision),
+            (COMPACTED, before.compacted, meta.compacted),
+            (
+                TOMBSTONE_FLOOR,
+                before.tombstone_floor,
+                meta.tombstone_floor,
+            ),
+            (HISTORY_BYTES, before.history_bytes, meta.history_bytes),
+        ];
+        for (name, old, new) in fields {
+            if old != new {
+                self.meta.insert(name, new).or_backend()?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn write_meta(&mut self, meta: Meta) -> Result<(), Error> {
         self.meta.insert(REVISION, meta.revision).or_backend()?;
         self.meta.insert(COMPACTED, meta.compacted).or_backend()?;
@@ -352,21 +374,48 @@ impl<'t> WriteTables<'t> {
         txn: Txn,
         meta: &mut Meta,
     ) -> Result<(TxnResult, Option<Batch>), Error> {
+        // A transaction guarded by the revision of the key its first op puts (most are) reads
+        // that key once: what the put needs is kept from the compare's read.
+        let guarded_put = matches!(
+            (txn.compares.first(), txn.success.first()),
+            (Some(compare), Some(Op::Put { key, .. })) if compare.key() == key.as_slice()
+        );
+        let mut prior = None;
         let mut succeeded = true;
-        for compare in &txn.compares {
-            if !compare.holds_at(self.mod_revision(compare.key())?) {
+        for (i, compare) in txn.compares.iter().enumerate() {
+            let current = if i == 0 && guarded_put {
+                let read = self.prior(compare.key(), meta)?;
+                let current = read.as_ref().map(|prior| prior.mod_revision);
+                prior = Some(read);
+                current
+            } else {
+                self.mod_revision(compare.key())?
+            };
+            if !compare.holds_at(current) {
                 succeeded = false;
                 break;
             }
         }
-        let ops = if succeeded { txn.success } else { txn.failure };
+        let ops = if succeeded {
+            txn.success
+        } else {
+            prior = None;
+            txn.failure
+        };
         let revision = meta.revision + 1;
         let mut events = Vec::new();
         // Per event, the value its key held before, when history needs it (see `previous`).
         let mut previous = Vec::new();
         for op in ops {
             match op {
-                Op::Put { key, value } => self.put(key, value, meta, &mut events, &mut previous)?,
+                Op::Put { key, value } => {
+                    // Only the first op can take the compare's read: nothing has changed since.
+                    let prior = match prior.take() {
+                        Some(prior) => prior,
+                        None => self.prior(&key, meta)?,
+                    };
+                    self.put(key, value, prior, meta, &mut events, &mut previous)?
+                }
                 Op::Delete { key } => self.delete(&key, meta, &mut events, &mut previous)?,
                 Op::DeleteRange(range) => {
                     if range.is_empty() {
@@ -405,26 +454,38 @@ impl<'t> WriteTables<'t> {
         ))
     }
 
-    /// Puts `key` in the transaction at `meta.revision + 1`.
+    /// What a put of `key` in the transaction at `meta.revision + 1` needs of the record it
+    /// replaces (`None`: the key is missing).
+    fn prior(&self, key: &[u8], meta: &Meta) -> Result<Option<Prior>, Error> {
+        match self.kv.get(key).or_backend()? {
+            Some(old) => {
+                let old = codec::read_kv(key, old.value())?;
+                Ok(Some(Prior {
+                    create_revision: old.create_revision,
+                    mod_revision: old.mod_revision,
+                    version: old.version,
+                    previous: previous_value(&old, meta),
+                }))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Puts `key`, whose record is `prior` ([`WriteTables::prior`]), in the transaction at
+    /// `meta.revision + 1`.
     fn put(
         &mut self,
         key: Vec<u8>,
         value: Vec<u8>,
+        prior: Option<Prior>,
         meta: &Meta,
         events: &mut Vec<Event>,
         previous: &mut Vec<Option<Vec<u8>>>,
     ) -> Result<(), Error> {
         let revision = meta.revision + 1;
-        let (create_revision, version, before) = match self.kv.get(key.as_slice()).or_backend()? {
-            Some(old) => {
-                let old = codec::read_kv(&key, old.value())?;
-                (
-                    old.create_revision,
-                    old.version + 1,
-                    previous_value(&old, meta),
-                )
-            }
-            None => (revision, 1, None),
+        let (create_revision, version, before, existed) = match prior {
+            Some(old) => (old.create_revision, old.version + 1, old.previous, true),
+            None => (revision, 1, None, false),
         };
         previous.push(before);
         match self.redo.as_mut() {
@@ -445,7 +506,11 @@ impl<'t> WriteTables<'t> {
                 self.kv_insert(&key, &record)?;
             }
         }
-        self.tombstone_remove(&key)?;
+        if !existed {
+            // A key in `kv` has no tombstone (its delete wrote one, every put since removed
+            // it): only a key put back after a delete can have one.
+            self.tombstone_remove(&key)?;
+        }
         events.push(Event {
             kind: EventKind::Put,
             key,
@@ -541,6 +606,15 @@ impl<'t> WriteTables<'t> {
         meta.compacted = meta.compacted.max(floor).max(newest_dropped.unwrap_or(0));
         Ok(())
     }
+}
+
+/// What a put needs of the `kv` record it replaces.
+struct Prior {
+    create_revision: Revision,
+    mod_revision: Revision,
+    version: u64,
+    /// [`previous_value`] of the record.
+    previous: Option<Vec<u8>>,
 }
 
 /// Read-side queries, each inside one read transaction (so each sees one revision).

@@ -292,7 +292,8 @@ impl Writer {
                 return Ok((outcomes, batches, meta));
             }
             tables.compact(&mut meta, self.retention)?;
-            tables.write_meta(meta)?;
+            // The table holds `self.meta` (each field as last changed): only the changes.
+            tables.write_meta_changes(self.meta, meta)?;
             redo = tables.take_redo(self.meta.revision + 1, meta);
             checkpoint = match &redo {
                 Some(record) if self.wal.fits(record.len()) && !self.checkpoint_due() => None,

@@ -129,6 +129,77 @@ fn a_replay_gets_the_values_of_puts_written_over_or_deleted_since() {
 
 /// `meta`'s compacted revision and history byte count in a closed store's file, and the bytes
 /// its history holds as the backend counts them (each record plus its 8-byte key).
+/// A put guarded by its own key's revision reads the key once, in the compare: what it keeps
+/// of the record it replaces (create revision, version, the value handed on to history) is as
+/// for any put, across a delete and after reopening.
+#[test]
+fn puts_guarded_by_their_own_key_keep_revisions_versions_and_history() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db.redb");
+        let store = RedbStorage::open(&path).expect("open");
+        let guarded = |mod_revision: u64, value: &str| {
+            Txn::new()
+                .when(storage::Compare::ModRevision(b"k".to_vec(), mod_revision))
+                .when(storage::Compare::Missing(b"other".to_vec()))
+                .then(put("k", value))
+                .then(put("side", value))
+        };
+        let first = store.txn(guarded(0, "1")).await.expect("txn"); // 1
+        assert!(first.succeeded);
+        let second = store.txn(guarded(1, "2")).await.expect("txn"); // 2: carries k=1
+        assert!(second.succeeded);
+        let stale = store.txn(guarded(1, "stale")).await.expect("txn");
+        assert!(!stale.succeeded, "a stale revision writes nothing");
+        store.delete(b"k").await.expect("delete"); // 3: carries k=2
+        assert_eq!(
+            store.range_revision(KeyRange::key("k")).await.expect("rev"),
+            3
+        );
+        let back = store.txn(guarded(0, "4")).await.expect("txn"); // 4
+        assert!(back.succeeded);
+        let third = store.txn(guarded(4, "5")).await.expect("txn"); // 5: carries k=4
+        assert!(third.succeeded);
+        let k = store.get(b"k").await.expect("get").expect("k");
+        assert_eq!(
+            (
+                k.value.as_slice(),
+                k.create_revision,
+                k.mod_revision,
+                k.version
+            ),
+            (&b"5"[..], 4, 5, 2)
+        );
+        let side = store.get(b"side").await.expect("get").expect("side");
+        assert_eq!((side.create_revision, side.version), (1, 4));
+        store.delete(b"side").await.expect("delete"); // 6
+        assert_eq!(
+            store.range_revision(KeyRange::key("k")).await.expect("rev"),
+            5
+        );
+        let expected = vec![
+            event(1, true, "k", "1"),
+            event(1, true, "side", "1"),
+            event(2, true, "k", "2"),
+            event(2, true, "side", "2"),
+            event(3, false, "k", ""),
+            event(4, true, "k", "4"),
+            event(4, true, "side", "4"),
+            event(5, true, "k", "5"),
+            event(5, true, "side", "5"),
+            event(6, false, "side", ""),
+        ];
+        assert_eq!(replay(&store, 0, expected.len()).await, expected);
+        store.close().await.expect("close");
+        // The same after reopening (the log replayed).
+        let store = RedbStorage::open(&path).expect("reopen");
+        assert_eq!(replay(&store, 0, expected.len()).await, expected);
+        let k = store.get(b"k").await.expect("get").expect("k");
+        assert_eq!((k.create_revision, k.mod_revision, k.version), (4, 5, 2));
+        store.close().await.expect("close");
+    });
+}
+
 fn inspect(path: &Path) -> (u64, u64, u64) {
     let db = Database::open(path).expect("open raw");
     let txn = db.begin_read().expect("read");

@@ -24,9 +24,9 @@ use storage::{Compare, KeyValue, Op, Txn};
 
 use crate::domain::MAX_ATTEMPTS;
 use crate::domain::sessions::{lock_record_op, parse_session_id};
-use crate::store::kv::{self as kv_store, KvLockState, KvRecord, LockDelayRecord, RECORD_VERSION};
+use crate::store::decode;
+use crate::store::kv::{self as kv_store, EntryRecord, KvLockState, LockDelayRecord};
 use crate::store::sessions;
-use crate::store::{decode, encode};
 use crate::{Error, State};
 
 /// What a PUT writes.
@@ -35,25 +35,21 @@ pub(crate) struct Put<'a> {
     pub(crate) namespace: &'a str,
     pub(crate) key: &'a str,
     pub(crate) flags: u64,
-    /// Base64, `None` for an empty value.
-    pub(crate) value: Option<String>,
+    /// The value's bytes as sent (stored base64-encoded; empty is Consul's `null`).
+    pub(crate) value: &'a [u8],
 }
 
 impl Put<'_> {
-    fn record(
-        &self,
-        session: Option<String>,
-        lock_index: u64,
-        lock_record: Option<String>,
-    ) -> KvRecord {
-        KvRecord {
-            version: RECORD_VERSION,
+    /// The stored entry this PUT writes, with these lock fields.
+    fn record(&self, session: Option<&str>, lock_index: u64, lock_record: Option<&str>) -> Vec<u8> {
+        EntryRecord {
             flags: self.flags,
-            value: self.value.clone(),
+            value: self.value,
             session,
             lock_index,
             lock_record,
         }
+        .encode()
     }
 }
 
@@ -66,7 +62,10 @@ async fn load_entry(state: &State, kv_key: &[u8]) -> Result<(Option<KvLockState>
 /// The lock fields and mod revision (0 when missing) of an entry as read.
 fn entry_lock_state(entry: Option<KeyValue>) -> Result<(Option<KvLockState>, u64), Error> {
     match entry {
-        Some(kv) => Ok((Some(decode(&kv.key, &kv.value)?), kv.mod_revision)),
+        Some(kv) => Ok((
+            Some(KvLockState::read(&kv.key, &kv.value)?),
+            kv.mod_revision,
+        )),
         None => Ok((None, 0)),
     }
 }
@@ -84,7 +83,7 @@ pub(crate) async fn put(state: &State, request: &Put<'_>, cas: Option<u64>) -> R
         let (session, lock_index, lock_record) = existing.map_or((None, 0, None), |e| {
             (e.session, e.lock_index, e.lock_record)
         });
-        let value = encode(&kv_key, &request.record(session, lock_index, lock_record))?;
+        let value = request.record(session.as_deref(), lock_index, lock_record.as_deref());
         let txn = Txn::new()
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .then(Op::Put {
@@ -156,8 +155,7 @@ pub(crate) async fn acquire(
                 }
             }
         };
-        let record = request.record(Some(id.clone()), lock_index, Some(id.clone()));
-        let value = encode(&kv_key, &record)?;
+        let value = request.record(Some(id.as_str()), lock_index, Some(id.as_str()));
         txn = txn
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .when(Compare::ModRevision(
@@ -198,8 +196,7 @@ pub(crate) async fn release(
             return Ok(false);
         }
         // The lock record stays: the entry's `lock_record` still names it (module docs).
-        let record = request.record(None, entry.lock_index, entry.lock_record);
-        let value = encode(&kv_key, &record)?;
+        let value = request.record(None, entry.lock_index, entry.lock_record.as_deref());
         let txn = Txn::new()
             .when(Compare::ModRevision(kv_key.clone(), revision))
             .then(Op::Put {

@@ -576,7 +576,7 @@ mod tests {
             namespace: "default",
             key: "k",
             flags: 0,
-            value: None,
+            value: b"",
         };
         assert!(acquire(&state, &put, id).await.unwrap());
         assert!(release(&state, &put, id).await.unwrap());
