@@ -22,12 +22,25 @@ pub(crate) fn http() -> reqwest::Client {
         .unwrap()
 }
 
+/// A port nothing listens on now, for a server configured with fixed addresses. Never one
+/// this process was handed before: the kernel may give a just-released port to the next
+/// `bind(0)`, and a configuration whose services share a port does not start.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub(crate) fn kill(pid: u32, signal: &str) {

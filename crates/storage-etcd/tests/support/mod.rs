@@ -79,7 +79,11 @@ fn free_port() -> u16 {
 impl PrivateEtcd {
     pub async fn start() -> PrivateEtcd {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let (client_port, peer_port) = (free_port(), free_port());
+        let client_port = free_port();
+        // The kernel may hand the port it just released to the next `bind(0)`.
+        let peer_port = std::iter::repeat_with(free_port)
+            .find(|port| *port != client_port)
+            .expect("a second free port");
         let client_url = format!("http://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         let child = Command::new("etcd")
