@@ -824,11 +824,9 @@ async fn a_task_that_exited_while_the_agent_was_down_is_accounted_for() {
     agent.stop().await;
 }
 
-#[tokio::test]
-async fn a_garbage_collected_alloc_is_destroyed() {
-    let server = Server::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let agent = RunningAgent::start(&server, dir.path()).await;
+/// A service allocation whose task `web` sleeps, placed on `agent` and running: its id, its
+/// allocation directory and the task's pid.
+async fn sleeping_web(server: &Server, agent: &RunningAgent, dir: &Path) -> (String, PathBuf, i32) {
     let id = server.add_alloc(alloc_for(
         &agent.node_id,
         job(
@@ -841,12 +839,21 @@ async fn a_garbage_collected_alloc_is_destroyed() {
         ),
     ));
     server.wait_status(&id, "running").await;
-    let adir = alloc_dir(dir.path(), &id);
+    let adir = alloc_dir(dir, &id);
     wait_until("the pid file", || {
         read(adir.join("web/local/pid")).ends_with('\n')
     })
     .await;
     let pid: i32 = read(adir.join("web/local/pid")).trim().parse().unwrap();
+    (id, adir, pid)
+}
+
+#[tokio::test]
+async fn a_garbage_collected_alloc_is_destroyed() {
+    let server = Server::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let agent = RunningAgent::start(&server, dir.path()).await;
+    let (id, adir, pid) = sleeping_web(&server, &agent, dir.path()).await;
 
     server.remove_alloc(&id);
     wait_until("the process to be killed", || !pid_alive(pid)).await;
@@ -863,24 +870,7 @@ async fn an_allocation_the_server_holds_otherwise_than_the_agent_is_read_whole_a
     let server = Server::start().await;
     let dir = tempfile::tempdir().unwrap();
     let agent = RunningAgent::start(&server, dir.path()).await;
-    let id = server.add_alloc(alloc_for(
-        &agent.node_id,
-        job(
-            "service",
-            vec![task(
-                "web",
-                "echo $$ > \"$NOMAD_TASK_DIR/pid\"; exec sleep 30",
-            )],
-            policy(2, 100),
-        ),
-    ));
-    server.wait_status(&id, "running").await;
-    let adir = alloc_dir(dir.path(), &id);
-    wait_until("the pid file", || {
-        read(adir.join("web/local/pid")).ends_with('\n')
-    })
-    .await;
-    let pid: i32 = read(adir.join("web/local/pid")).trim().parse().unwrap();
+    let (id, _, pid) = sleeping_web(&server, &agent, dir.path()).await;
     // A newer allocation moves the agent's `since` past the first one's.
     let other = server.add_alloc(alloc_for(
         &agent.node_id,
