@@ -32,8 +32,9 @@ pub struct QueryParams {
 }
 
 impl QueryParams {
-    /// Parses a raw query string (`None`: no query string at all).
-    pub fn parse(raw: Option<&str>) -> Result<QueryParams, QueryError> {
+    /// Parses a raw query string (`None`: no query string at all). Every string parses, as
+    /// with form decoding everywhere: nothing is refused.
+    pub fn parse(raw: Option<&str>) -> QueryParams {
         // The pairs serde_urlencoded decodes with form_urlencoded, without its serde pass; form
         // decoding takes any input (invalid UTF-8 becomes U+FFFD), so nothing is refused. A
         // `&`-separated pair with nothing to decode (no `%`, no `+`: most of them) is split and
@@ -53,7 +54,7 @@ impl QueryParams {
                     .map(|(name, value)| (name.into_owned(), value.into_owned())),
             );
         }
-        Ok(QueryParams { pairs })
+        QueryParams { pairs }
     }
 
     /// Query parameters from decoded pairs, in order.
@@ -217,9 +218,6 @@ impl BlockingQuery {
 /// message; a service matches the variant to answer in its upstream's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
-    /// The query string could not be decoded.
-    #[error("Invalid query string: {0}")]
-    Malformed(String),
     /// `?index=` is not a non-negative integer (`raw` as given, trimmed).
     #[error("invalid index {raw:?}: must be a non-negative integer")]
     InvalidIndex { raw: String },
@@ -366,12 +364,12 @@ mod tests {
         for query in queries {
             let expected: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap();
             assert_eq!(
-                QueryParams::parse(Some(query)).unwrap(),
+                QueryParams::parse(Some(query)),
                 QueryParams::from_pairs(expected),
                 "{query:?}"
             );
         }
-        assert_eq!(QueryParams::parse(None).unwrap(), QueryParams::default());
+        assert_eq!(QueryParams::parse(None), QueryParams::default());
     }
 
     struct Test;
@@ -471,7 +469,7 @@ mod tests {
     }
 
     fn query(raw: &str) -> QueryParams {
-        QueryParams::parse(Some(raw)).unwrap()
+        QueryParams::parse(Some(raw))
     }
 
     #[test]
@@ -490,7 +488,7 @@ mod tests {
         assert_eq!(query.get("keys"), Some(""));
         assert_eq!(query.get("name"), Some("a b"));
         assert!(!query.has("raw"));
-        assert_eq!(QueryParams::parse(None), Ok(QueryParams::default()));
+        assert_eq!(QueryParams::parse(None), QueryParams::default());
     }
 
     #[test]

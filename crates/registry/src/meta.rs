@@ -72,8 +72,7 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<QueryParams, Error> {
-        let params = http_kit::query::QueryParams::parse(parts.uri.query())
-            .map_err(|err| Error::BadRequest(err.to_string()))?;
+        let params = http_kit::query::QueryParams::parse(parts.uri.query());
         let shutdown = parts
             .extensions
             .get::<http_kit::Shutdown>()

@@ -60,9 +60,9 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<QueryParams, Error> {
-        http_kit::query::QueryParams::parse(parts.uri.query())
-            .map(QueryParams)
-            .map_err(|err| Error::BadRequest(err.to_string()))
+        Ok(QueryParams(http_kit::query::QueryParams::parse(
+            parts.uri.query(),
+        )))
     }
 }
 

@@ -34,7 +34,7 @@ pub(crate) async fn read_metrics(
     RawQuery(query): RawQuery,
 ) -> Response {
     // Go's `URL.Query()` drops what it cannot parse; so does this.
-    let params = http_kit::query::QueryParams::parse(query.as_deref()).unwrap_or_default();
+    let params = http_kit::query::QueryParams::parse(query.as_deref());
     let format = Format::from_query(params.get("format"));
     let metrics = &state.config().metrics;
     let families = metrics.gather(SERVICE, figures(&state.store().snapshot()));

@@ -35,7 +35,7 @@ pub(crate) async fn read_metrics(
 ) -> Result<Response, Error> {
     authz.check(Resource::Agent, node_name(&state), Access::Read)?;
     // Go's `URL.Query()` drops what it cannot parse; so does this.
-    let params = http_kit::query::QueryParams::parse(query.as_deref()).unwrap_or_default();
+    let params = http_kit::query::QueryParams::parse(query.as_deref());
     let format = Format::from_query(params.get("format"));
     let own = figures(&state).await?;
     let metrics = &state.config().metrics;
