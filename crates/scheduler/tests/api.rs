@@ -1666,14 +1666,16 @@ async fn client_pulls_its_allocations_and_reports_states_placed() {
 async fn client_pull_with_since_sends_only_newer_allocations_whole() {
     let s = Scheduler::new().await;
     let node = s.add_node("node-1").await;
-    let path = format!("/v1/internal/node/{}/allocations", node.id);
+    // The node's pull of its allocations, with `query` appended to the path.
+    let pull = |query: String| {
+        let path = format!("/v1/internal/node/{}/allocations{query}", node.id);
+        let secret = node.secret.clone();
+        let s = &s;
+        async move { s.send(Method::GET, &path, Some(&secret), None).await }
+    };
     s.register(service_job("web", 2)).await;
     s.wait_placed("web", 2).await;
-    let full = s
-        .send(Method::GET, &path, Some(&node.secret), None)
-        .await
-        .expect(StatusCode::OK)
-        .json();
+    let full = pull(String::new()).await.expect(StatusCode::OK).json();
     assert_eq!(full["Allocs"].as_array().map_or(0, Vec::len), 2);
     assert!(full.get("Unchanged").is_none(), "no stubs without since");
     let first_max = full["Allocs"]
@@ -1685,13 +1687,7 @@ async fn client_pull_with_since_sends_only_newer_allocations_whole() {
         .unwrap_or(0);
 
     // Everything held: every allocation comes as a stub, in the full answer's order.
-    let held = s
-        .send(
-            Method::GET,
-            &format!("{path}?since={first_max}"),
-            Some(&node.secret),
-            None,
-        )
+    let held = pull(format!("?since={first_max}"))
         .await
         .expect(StatusCode::OK);
     let body = held.json();
@@ -1714,35 +1710,20 @@ async fn client_pull_with_since_sends_only_newer_allocations_whole() {
     // A newer allocation comes whole (with its job), the held ones as stubs.
     s.register(service_job("api", 1)).await;
     s.wait_placed("api", 1).await;
-    let newer = s
-        .send(
-            Method::GET,
-            &format!("{path}?since={first_max}"),
-            Some(&node.secret),
-            None,
-        )
+    let newer = pull(format!("?since={first_max}"))
         .await
         .expect(StatusCode::OK)
         .json();
     assert_eq!(newer["Allocs"].as_array().map_or(0, Vec::len), 1);
     assert_eq!(newer["Allocs"][0]["Job"]["ID"], "api");
     assert_eq!(newer["Unchanged"], json!(stubs));
-    let all = s
-        .send(Method::GET, &path, Some(&node.secret), None)
-        .await
-        .expect(StatusCode::OK)
-        .json();
+    let all = pull(String::new()).await.expect(StatusCode::OK).json();
     assert_eq!(all["Allocs"].as_array().map_or(0, Vec::len), 3);
     assert_eq!(newer["Index"], all["Index"]);
 
-    s.send(
-        Method::GET,
-        &format!("{path}?since=x"),
-        Some(&node.secret),
-        None,
-    )
-    .await
-    .expect(StatusCode::BAD_REQUEST);
+    pull("?since=x".to_owned())
+        .await
+        .expect(StatusCode::BAD_REQUEST);
 }
 
 fn fast_heartbeats() -> Config {
