@@ -686,7 +686,7 @@ async fn build_service(
                 crate::println_stdout(&format!("  platform bootstrap token  {token}"));
             }
             platform::start_tasks(&opened.state, runner);
-            http_kit::layers(platform::router(opened.state), &options)
+            platform::router_with(opened.state, &options)
         }
     })
 }

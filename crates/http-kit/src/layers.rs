@@ -1,6 +1,7 @@
 //! The middleware every service router gets: [`layers`] (request ids, a log scope per
 //! request, panic containment, the default body limit, request metrics), with the service's own
-//! [`Hooks`] (header aliases, a response finisher) run inside the same layer by
+//! [`Hooks`] (header aliases, an admission check, a response finisher) run inside the same
+//! layer by
 //! [`layers_with_hooks`], and [`with_body_limit`] for routes that need another limit.
 //!
 //! Why one layer: axum wraps every route in one boxed `Route` per `Router::layer` call (a boxed
@@ -100,6 +101,34 @@ pub struct BodyLimit(pub usize);
 /// needs an await it answers as a future of more headers, inserted when it resolves.
 pub type Finish = Arc<dyn Fn(&mut Response) -> Option<BoxFuture<'static, HeaderMap>> + Send + Sync>;
 
+/// Decides, before the handler runs (inside the route, so `MatchedPath` is known, and after the
+/// request aliases), whether a request goes on: a rate limit, a content-type rule.
+pub type Admit = Arc<dyn Fn(&mut Request) -> Admission + Send + Sync>;
+
+/// What a service's [`Admit`] decided about one request.
+pub enum Admission {
+    /// The handler runs.
+    Pass,
+    /// The handler does not run; this is the answer (finished like any other response).
+    Refuse(Response),
+    /// Deciding needs an await (a token lookup, say): on `Ok` the extensions are added to the
+    /// request and the handler runs; `Err` is the answer. Boxed, so only requests that need it
+    /// pay for it.
+    Later(BoxFuture<'static, Result<http::Extensions, Response>>),
+}
+
+impl fmt::Debug for Admission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Admission::Pass => f.write_str("Pass"),
+            Admission::Refuse(response) => {
+                f.debug_tuple("Refuse").field(&response.status()).finish()
+            }
+            Admission::Later(_) => f.write_str("Later"),
+        }
+    }
+}
+
 /// What a service adds to each of its requests and responses, run by [`layers_with_hooks`]
 /// (or [`hooks`]) inside the one shared layer.
 #[derive(Clone, Default)]
@@ -107,7 +136,10 @@ pub struct Hooks {
     /// `(canonical prefix, upstream prefix)` header pairs (`headers.rs`: requests get the
     /// canonical spelling, responses both).
     pub aliases: &'static [(&'static str, &'static str)],
-    /// Runs on every response (errors and 404s included) before the aliases are copied.
+    /// Runs on every request before its handler (a panic in it is a 500, as in a handler).
+    pub admit: Option<Admit>,
+    /// Runs on every response (errors, 404s and refused admissions included) before the
+    /// aliases are copied.
     pub finish: Option<Finish>,
 }
 
@@ -115,6 +147,7 @@ impl fmt::Debug for Hooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hooks")
             .field("aliases", &self.aliases)
+            .field("admit", &self.admit.is_some())
             .field("finish", &self.finish.is_some())
             .finish()
     }
@@ -238,12 +271,30 @@ where
                 request,
             )),
             None => Box::pin(async move {
-                let mut inner = inner;
-                let Ok(response) = inner.call(request).await;
+                let response = admit_and_call(inner, &hooks, request).await;
                 Ok(finish(&hooks, response).await)
             }),
         }
     }
+}
+
+/// The service's admission check, then (if it lets the request through) the handler.
+async fn admit_and_call<S>(mut inner: S, hooks: &Hooks, mut request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    if let Some(admit) = &hooks.admit {
+        match admit(&mut request) {
+            Admission::Pass => {}
+            Admission::Refuse(response) => return response,
+            Admission::Later(later) => match later.await {
+                Ok(extensions) => request.extensions_mut().extend(extensions),
+                Err(response) => return response,
+            },
+        }
+    }
+    let Ok(response) = inner.call(request).await;
+    response
 }
 
 /// The service's finisher, then its aliases, on one response.
@@ -311,10 +362,11 @@ where
     Ok(response)
 }
 
-/// The request's handling inside its span or scope: the handler (a panic becomes a 500), the
-/// service's hooks, and the "Request finished." line.
+/// The request's handling inside its span or scope: the service's admission and the handler (a
+/// panic in either becomes a 500), the service's finisher and aliases, and the "Request
+/// finished." line.
 async fn handle<S>(
-    mut inner: S,
+    inner: S,
     hooks: &Hooks,
     request: Request,
     started: Instant,
@@ -322,10 +374,11 @@ async fn handle<S>(
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
-    let outcome = AssertUnwindSafe(inner.call(request)).catch_unwind().await;
+    let outcome = AssertUnwindSafe(admit_and_call(inner, hooks, request))
+        .catch_unwind()
+        .await;
     let response = match outcome {
-        Ok(Ok(response)) => response,
-        Ok(Err(never)) => match never {},
+        Ok(response) => response,
         Err(panic) => {
             tracing::error!(
                 message = "Handler panicked.",
@@ -385,6 +438,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
 #[cfg(test)]
 mod tests {
     use axum::body::{Body, Bytes};
+    use axum::response::IntoResponse;
     use axum::routing::{get, post};
     use tower::ServiceExt;
 
@@ -597,6 +651,7 @@ mod tests {
         });
         let hooks = Hooks {
             aliases: &[("x-registry-", "x-consul-")],
+            admit: None,
             finish: Some(finish),
         };
         layers_with_hooks(router, &HttpOptions::default(), hooks)
@@ -637,6 +692,101 @@ mod tests {
         }
     }
 
+    /// Who the admission check found, as the handler reads it from the extensions.
+    #[derive(Clone)]
+    struct Admitted(&'static str);
+
+    /// A router whose admission check refuses `/refused` at once, decides `/later` after an
+    /// await (letting `x-admit: yes` through with an extension, refusing anything else),
+    /// panics on `/admit-panic` and lets everything else through.
+    fn admitting_app() -> Router {
+        let router = Router::new()
+            .route(
+                "/later",
+                get(|extensions: http::Extensions| async move {
+                    extensions.get::<Admitted>().map_or("none", |who| who.0)
+                }),
+            )
+            .route("/refused", get(|| async { "handler ran" }))
+            .route("/admit-panic", get(|| async { "handler ran" }))
+            .route("/open", get(|| async { "open" }));
+        let admit: Admit = Arc::new(|request: &mut Request| match request.uri().path() {
+            "/refused" => {
+                Admission::Refuse((StatusCode::TOO_MANY_REQUESTS, "refused").into_response())
+            }
+            "/admit-panic" => panic!("admission exploded"),
+            "/later" => {
+                let allowed = request.headers().get("x-admit").is_some_and(|v| v == "yes");
+                Admission::Later(Box::pin(async move {
+                    tokio::task::yield_now().await;
+                    if allowed {
+                        let mut extensions = http::Extensions::new();
+                        extensions.insert(Admitted("admitted later"));
+                        Ok(extensions)
+                    } else {
+                        Err((StatusCode::FORBIDDEN, "no").into_response())
+                    }
+                }))
+            }
+            _ => Admission::Pass,
+        });
+        let hooks = Hooks {
+            aliases: &[("x-registry-", "x-consul-")],
+            admit: Some(admit),
+            finish: Some(Arc::new(|response: &mut Response| {
+                response
+                    .headers_mut()
+                    .insert("x-registry-finished", HeaderValue::from_static("yes"));
+                None
+            })),
+        };
+        layers_with_hooks(router, &HttpOptions::default(), hooks)
+    }
+
+    #[tokio::test]
+    async fn admission_refused_answers_without_the_handler_and_is_finished() {
+        let response = admitting_app()
+            .oneshot(get_request("/refused"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()["x-consul-finished"], "yes");
+        assert!(response.headers().contains_key(REQUEST_ID_HEADER));
+        assert_eq!(body_text(response).await, "refused");
+    }
+
+    #[tokio::test]
+    async fn admission_decided_later_passes_its_extensions_to_the_handler_or_answers() {
+        let request = http::Request::get("/later")
+            .header("x-admit", "yes")
+            .body(Body::empty())
+            .unwrap();
+        let response = admitting_app().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(body_text(response).await, "admitted later");
+
+        let response = admitting_app()
+            .oneshot(get_request("/later"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(response.headers()["x-consul-finished"], "yes");
+        assert_eq!(body_text(response).await, "no");
+    }
+
+    #[tokio::test]
+    async fn admission_that_passes_runs_the_handler_and_a_panicking_one_is_a_500() {
+        let response = admitting_app().oneshot(get_request("/open")).await.unwrap();
+        assert_eq!(body_text(response).await, "open");
+        let response = admitting_app()
+            .oneshot(get_request("/admit-panic"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(response.headers()["x-consul-finished"], "yes");
+        assert_eq!(body_text(response).await, "internal error\n");
+    }
+
     #[tokio::test]
     async fn hooks_alone_add_no_request_id() {
         let router = Router::new().route("/", get(|| async { "ok" }));
@@ -644,6 +794,7 @@ mod tests {
             router,
             Hooks {
                 aliases: &[("x-registry-", "x-consul-")],
+                admit: None,
                 finish: None,
             },
         );
@@ -686,6 +837,7 @@ mod tests {
                 router,
                 Hooks {
                     aliases: PAIRS,
+                    admit: None,
                     finish: None,
                 },
             )

@@ -10,8 +10,8 @@
 //!   Go does, else `Connection: close` and a graceful close; see `keep_alive`).
 //! - [`layers`]: request ids ([`RequestId`], `X-Request-Id`), the request every log line
 //!   written while handling it names (`request_scope`),
-//!   the default body limit ([`HttpOptions`]), and a service's [`Hooks`] (header aliases and a
-//!   response finisher) in the same layer ([`layers_with_hooks`]); [`init_tracing`] sets up
+//!   the default body limit ([`HttpOptions`]), and a service's [`Hooks`] (header aliases, an
+//!   admission check and a response finisher) in the same layer ([`layers_with_hooks`]); [`init_tracing`] sets up
 //!   logging to stderr.
 //! - [`ApiError`] and [`into_response`]: how a service's error enum becomes a response in its
 //!   upstream's body shape (see [`shape`]), with 5xx causes logged once and hidden from clients.
@@ -65,8 +65,8 @@ pub use extract::{ApiJson, ApiQuery, RawBody};
 pub use headers::bearer_token;
 pub use json::Json;
 pub use layers::{
-    BodyLimit, DEFAULT_BODY_LIMIT, Finish, Hooks, HttpOptions, REQUEST_ID_HEADER, RequestId, hooks,
-    layers, layers_with_hooks, with_body_limit,
+    Admission, Admit, BodyLimit, DEFAULT_BODY_LIMIT, Finish, Hooks, HttpOptions, REQUEST_ID_HEADER,
+    RequestId, hooks, layers, layers_with_hooks, with_body_limit,
 };
 pub use logging::{LogFormat, ParseLogFormatError, init_tracing};
 pub use serve::{DRAIN_TIMEOUT, Shutdown, serve, serve_tls};

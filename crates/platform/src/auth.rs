@@ -130,22 +130,31 @@ impl Caller {
     /// The caller a token secret speaks for; `None` when it is unknown, expired, or its owner
     /// is gone.
     pub(crate) async fn resolve(state: &State, secret: &str) -> Result<Option<Caller>, Error> {
+        if let Some(resolved) = Caller::resolve_cached(state, secret) {
+            return Ok(resolved);
+        }
         let cache = state.auth_cache();
         // Read before the store, so a write landing meanwhile outdates what is stored here.
         let epoch = cache.epoch();
-        let caller = match cache.caller(secret, epoch) {
-            Some(caller) => Some(caller),
-            None => {
-                let caller = Caller::read(state, secret, epoch).await?;
-                if let Some(caller) = &caller {
-                    cache.put_caller(secret, epoch, caller);
-                }
-                caller
-            }
-        };
-        // Expiry moves with the clock, not the store: checked on every use.
+        let caller = Caller::read(state, secret, epoch).await?;
+        if let Some(caller) = &caller {
+            cache.put_caller(secret, epoch, caller);
+        }
+        Ok(Caller::unexpired(state, caller))
+    }
+
+    /// [`Caller::resolve`] when the cache can answer without the store (no await): `None`
+    /// when the store must be read.
+    pub(crate) fn resolve_cached(state: &State, secret: &str) -> Option<Option<Caller>> {
+        let cache = state.auth_cache();
+        let caller = cache.caller(secret, cache.epoch())?;
+        Some(Caller::unexpired(state, Some(caller)))
+    }
+
+    /// Expiry moves with the clock, not the store: checked on every use.
+    fn unexpired(state: &State, caller: Option<Caller>) -> Option<Caller> {
         let now = state.now_ms();
-        Ok(caller.filter(|caller| caller.token.expired_at_ms.is_none_or(|at| at > now)))
+        caller.filter(|caller| caller.token.expired_at_ms.is_none_or(|at| at > now))
     }
 
     /// [`Caller::resolve`] from the store.

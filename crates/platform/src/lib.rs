@@ -92,7 +92,7 @@ pub use blobs::S3Blobs;
 pub use bootstrap::{ADMIN_EMAIL, ADMIN_USERNAME};
 pub use error::{DeliveryFailure, Error};
 pub use rate_limit::MIN_RATE_LIMIT;
-pub use routes::router;
+pub use routes::{router, router_with};
 
 /// The JSON:API version this server speaks, sent as `TFP-API-Version`.
 pub const API_VERSION: &str = "2.5";

@@ -1,17 +1,17 @@
 //! Per-caller API rate limiting: TFE's general settings `api-rate-limit` (requests per
 //! second, never below [`MIN_RATE_LIMIT`]) and `api-rate-limiting-enabled`.
 //!
-//! Where it sits: [`RateLimitLayer`] is a plain tower layer over the whole router
-//! (`routes.rs`), which also applies the JSON:API content-type rule to the JSON:API routes
-//! after the limit (`request::refuse_content_type`) and sets `TFP-API-Version` on every answer:
-//! one layer, so one boxed `Route` per request, rather than two `from_fn` middlewares plus a
-//! header layer. For a
-//! request with a bearer token it resolves the [`Caller`] once, keys the bucket by the token's
-//! owner (a user, team or organization id) and leaves the resolution in the request's
-//! extensions, where the `Caller` extractor picks it up (no second token lookup). Requests
-//! without a bearer token, or with one that resolves to nobody, are keyed by the client IP
-//! (`ConnectInfo<SocketAddr>`, inserted by `http_kit`'s server; absent in-process, where all
-//! of them share one bucket).
+//! Where it sits: [`admit`] and [`finish`] are the platform's `http_kit::Hooks` (`routes.rs`),
+//! run inside `http_kit`'s one shared layer rather than a layer of their own (each
+//! `Router::layer` boxes every route once more, which every request pays for). [`admit`] takes
+//! the limit and then applies the JSON:API content-type rule to the JSON:API routes
+//! (`request::refuse_content_type`); [`finish`] sets `TFP-API-Version` on every answer. For a
+//! request with a bearer token it resolves the [`Caller`] once (from the auth cache without an
+//! await when it can), keys the bucket by the token's owner (a user, team or organization id)
+//! and leaves the resolution in the request's extensions, where the `Caller` extractor picks it
+//! up (no second token lookup). Requests without a bearer token, or with one that resolves to
+//! nobody, are keyed by the client IP (`ConnectInfo<SocketAddr>`, inserted by `http_kit`'s
+//! server; absent in-process, where all of them share one bucket).
 //!
 //! The limiter is a keyed token bucket: capacity = the limit, refilled at the limit per
 //! second (a burst equal to the per-second limit). A bucket idle for a second is full, so it
@@ -19,27 +19,24 @@
 //!
 //! Answers: over the limit, 429 as a JSON:API error with `X-RateLimit-Limit`,
 //! `X-RateLimit-Reset` (seconds to wait, a float — go-tfe adds it to its back-off) and
-//! `Retry-After` (whole seconds, rounded up — pytfe sleeps it); otherwise the response gets
-//! `X-RateLimit-Limit`. Exempt: `GET /api/v2/ping` (clients probe it, and it sends the header
-//! itself) and the signed blob URLs under `/_archivist/` (a large upload must never be cut).
+//! `Retry-After` (whole seconds, rounded up — pytfe sleeps it); every other response gets
+//! `X-RateLimit-Limit` too. Exempt from the limit: `GET /api/v2/ping` (clients probe it) and the
+//! signed blob URLs under `/_archivist/` (a large upload must never be cut).
 //!
 //! Invariants: the limit and the switch are atomics in [`State`], so the site administration
 //! settings can change them at runtime; the bucket lock is never held across an await.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, Request};
 use axum::response::{IntoResponse, Response};
-use futures::future::BoxFuture;
-use http::HeaderValue;
 use http::header::{HeaderName, RETRY_AFTER};
-use tower::{Layer, Service};
+use http::{Extensions, HeaderValue};
+use http_kit::{Admission, Admit, Finish};
 
 use crate::auth::{Caller, ResolvedCaller, Subject};
 use crate::{Error, State};
@@ -153,106 +150,73 @@ fn is_exempt(path: &str) -> bool {
 
 const TFP_API_VERSION: HeaderName = HeaderName::from_static("tfp-api-version");
 
-/// The layer: see the module documentation.
-#[derive(Clone)]
-pub(crate) struct RateLimitLayer {
-    state: State,
+/// The platform's admission check (see the module documentation), run by `http_kit`'s shared
+/// layer before each handler.
+pub(crate) fn admit(state: State) -> Admit {
+    Arc::new(move |request: &mut Request| admission(&state, request))
 }
 
-impl RateLimitLayer {
-    pub(crate) fn new(state: State) -> RateLimitLayer {
-        RateLimitLayer { state }
-    }
+/// The platform's response finisher: `TFP-API-Version` on every answer, and
+/// `X-RateLimit-Limit` unless the answer set its own (ping, a 429).
+pub(crate) fn finish(state: State) -> Finish {
+    Arc::new(move |response: &mut Response| {
+        let limit = state.rate_limiter().limit();
+        let headers = response.headers_mut();
+        headers.insert(
+            TFP_API_VERSION,
+            HeaderValue::from_static(crate::API_VERSION),
+        );
+        headers
+            .entry(X_RATELIMIT_LIMIT)
+            .or_insert_with(|| HeaderValue::from(limit));
+        None
+    })
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
-
-    fn layer(&self, inner: S) -> RateLimit<S> {
-        RateLimit {
-            inner,
-            state: self.state.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct RateLimit<S> {
-    inner: S,
-    state: State,
-}
-
-impl<S> Service<Request> for RateLimit<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response, Infallible>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        // The service that was polled ready handles this request; a clone stays for the next.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let state = self.state.clone();
-        Box::pin(async move {
-            let mut response = rate_limit(&state, inner, request).await;
-            response.headers_mut().insert(
-                TFP_API_VERSION,
-                HeaderValue::from_static(crate::API_VERSION),
-            );
-            Ok(response)
-        })
-    }
-}
-
-/// The limit itself, around `inner`.
-async fn rate_limit<S>(state: &State, mut inner: S, mut request: Request) -> Response
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-{
-    if is_exempt(request.uri().path()) {
-        if let Some(refused) = crate::request::refuse_content_type(&request) {
-            return refused;
-        }
-        let Ok(response) = inner.call(request).await;
-        return response;
-    }
+/// The limit, then the JSON:API content-type rule, for one request. A bearer token the auth
+/// cache knows is decided here; one it does not is looked up in an [`Admission::Later`].
+fn admission(state: &State, request: &mut Request) -> Admission {
+    let refused = crate::request::refuse_content_type(request);
     let limiter = state.rate_limiter();
-    let limit = limiter.limit();
-    if limiter.enabled() {
-        let mut key = None;
-        if let Some(secret) = http_kit::bearer_token(request.headers()) {
-            let resolved = match Caller::resolve(state, secret).await {
-                Ok(resolved) => resolved,
-                Err(error) => return error.into_response(),
-            };
-            key = resolved.as_ref().map(owner_key);
-            request.extensions_mut().insert(ResolvedCaller(resolved));
-        }
-        let key = key.unwrap_or_else(|| {
-            request
-                .extensions()
-                .get::<ConnectInfo<SocketAddr>>()
-                .map_or(Key::Unknown, |info| Key::Ip(info.0.ip()))
-        });
-        if let Err(wait) = limiter.check(key) {
-            return too_many_requests(limit, wait);
-        }
+    if is_exempt(request.uri().path()) || !limiter.enabled() {
+        return refused.map_or(Admission::Pass, Admission::Refuse);
     }
-    if let Some(refused) = crate::request::refuse_content_type(&request) {
-        return refused;
+    let anonymous = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(Key::Unknown, |info| Key::Ip(info.0.ip()));
+    let Some(secret) = http_kit::bearer_token(request.headers()) else {
+        return decide(state, anonymous, refused).map_or(Admission::Pass, Admission::Refuse);
+    };
+    if let Some(resolved) = Caller::resolve_cached(state, secret) {
+        let key = resolved.as_ref().map_or(anonymous, owner_key);
+        request.extensions_mut().insert(ResolvedCaller(resolved));
+        return decide(state, key, refused).map_or(Admission::Pass, Admission::Refuse);
     }
-    let Ok(mut response) = inner.call(request).await;
-    response
-        .headers_mut()
-        .insert(X_RATELIMIT_LIMIT, HeaderValue::from(limit));
-    response
+    let state = state.clone();
+    let secret = secret.to_owned();
+    Admission::Later(Box::pin(async move {
+        let resolved = Caller::resolve(&state, &secret)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let key = resolved.as_ref().map_or(anonymous, owner_key);
+        if let Some(answer) = decide(&state, key, refused) {
+            return Err(answer);
+        }
+        let mut extensions = Extensions::new();
+        extensions.insert(ResolvedCaller(resolved));
+        Ok(extensions)
+    }))
+}
+
+/// Takes one request from `key`'s bucket: the 429 when it is empty, else the content-type
+/// refusal if there is one.
+fn decide(state: &State, key: Key, refused: Option<Response>) -> Option<Response> {
+    let limiter = state.rate_limiter();
+    match limiter.check(key) {
+        Err(wait) => Some(too_many_requests(limiter.limit(), wait)),
+        Ok(()) => refused,
+    }
 }
 
 /// The bucket of a resolved caller: the token's owner.

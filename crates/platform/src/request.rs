@@ -2,7 +2,7 @@
 //! [`OptionalBody`] where the body may be empty) and
 //! [`Query`] (query parameters, bracketed keys percent-encoded or not, with paging, `include`
 //! and `filter[...]` helpers), and the JSON:API content-type rule ([`refuse_content_type`],
-//! applied by the platform's one layer in `rate_limit.rs`).
+//! applied by the platform's admission hook in `rate_limit.rs`).
 //!
 //! Where it sits: in handler signatures after the state, [`Caller`](crate::auth::Caller) and
 //! path extractors. Handlers never use bare `axum::Json`/`Query`, so every failure is a
@@ -355,8 +355,8 @@ impl Query {
 /// The 415 for a POST, PATCH or DELETE to a JSON:API route (every route under `/api/v2/`:
 /// the upload, download and module registry protocol routes are elsewhere) whose
 /// `Content-Type` is not `application/vnd.api+json` (parameters such as `charset` are
-/// allowed). Run by the platform's one layer (`rate_limit.rs`), inside each route, so the
-/// matched route is known; unknown paths are not checked (they answer 404).
+/// allowed). Run by the platform's admission hook (`rate_limit.rs`), inside each route, so
+/// the matched route is known; unknown paths are not checked (they answer 404).
 pub(crate) fn refuse_content_type(request: &Request) -> Option<Response> {
     let mutating = matches!(
         *request.method(),

@@ -29,8 +29,32 @@ use crate::{
 /// The largest JSON:API request body (1 MiB); uploads have their own limits.
 pub(crate) const JSONAPI_BODY_LIMIT: usize = 1024 * 1024;
 
-/// The platform's router, with its state applied.
+/// The platform's router, with its state applied and its hooks (the rate limit and the
+/// content-type rule before each handler, `TFP-API-Version` and `X-RateLimit-Limit` after),
+/// without the shared request layer: what the platform's own tests call.
 pub fn router(state: State) -> Router {
+    let hooks = hooks(&state);
+    http_kit::hooks(routes(state), hooks)
+}
+
+/// The platform's router inside the shared request layer (`http_kit::layers_with_hooks`), its
+/// hooks in the same layer: what a server serves.
+pub fn router_with(state: State, options: &http_kit::HttpOptions) -> Router {
+    let hooks = hooks(&state);
+    http_kit::layers_with_hooks(routes(state), options, hooks)
+}
+
+/// Per-caller rate limiting and the content-type rule (`rate_limit.rs`; ping and the signed
+/// blob URLs are exempt from the limit), and the headers every answer carries.
+fn hooks(state: &State) -> http_kit::Hooks {
+    http_kit::Hooks {
+        aliases: &[],
+        admit: Some(rate_limit::admit(state.clone())),
+        finish: Some(rate_limit::finish(state.clone())),
+    }
+}
+
+fn routes(state: State) -> Router {
     let jsonapi = Router::new()
         // Unauthenticated:
         .route("/api/v2/ping", get(ping::ping))
@@ -443,10 +467,7 @@ pub fn router(state: State) -> Router {
         .merge(registry)
         .fallback(error_page::not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone())
-        // Per-caller rate limiting (rate_limit.rs; exempts ping and the signed blob URLs) and
-        // the `TFP-API-Version` header, in one layer.
-        .layer(rate_limit::RateLimitLayer::new(state))
+        .with_state(state)
 }
 
 async fn method_not_allowed() -> Error {

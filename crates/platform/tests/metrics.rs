@@ -26,7 +26,7 @@ async fn serve() -> (TestPlatform, axum::Router) {
         metrics: Some(metrics.requests("platform")),
         ..http_kit::HttpOptions::default()
     };
-    let router = http_kit::layers(platform::router(platform.state.clone()), &options);
+    let router = platform::router_with(platform.state.clone(), &options);
     (platform, router)
 }
 

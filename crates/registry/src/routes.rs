@@ -34,6 +34,7 @@ pub fn router_with(state: State, options: &http_kit::HttpOptions) -> Router {
 fn hooks(state: &State) -> http_kit::Hooks {
     http_kit::Hooks {
         aliases: HEADER_ALIASES,
+        admit: None,
         finish: Some(meta::finish(state.clone())),
     }
 }

@@ -31,6 +31,7 @@ pub fn router_with(state: State, options: &http_kit::HttpOptions) -> Router {
 fn hooks() -> http_kit::Hooks {
     http_kit::Hooks {
         aliases: HEADER_ALIASES,
+        admit: None,
         finish: None,
     }
 }
