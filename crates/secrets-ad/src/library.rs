@@ -273,7 +273,7 @@ impl AdEngine {
                     .ok_or_else(|| {
                         EngineError::Internal(format!("no stored password for {account:?}"))
                     })?;
-            let auth = request.auth.clone().unwrap_or_default();
+            let auth = request.auth.as_deref().cloned().unwrap_or_default();
             let checkout = CheckOut {
                 version: 1,
                 available: false,

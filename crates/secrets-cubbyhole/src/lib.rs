@@ -123,7 +123,7 @@ impl CubbyholeEngine {
 #[async_trait]
 impl Engine for CubbyholeEngine {
     async fn handle(&self, request: Request) -> Result<Option<Response>, EngineError> {
-        let prefix = token_prefix(request.auth.as_ref())?;
+        let prefix = token_prefix(request.auth.as_deref())?;
         let path = request.path.as_str();
         match request.operation {
             Operation::Read => self.read(&prefix, path).await,
@@ -138,7 +138,7 @@ impl Engine for CubbyholeEngine {
     }
 
     async fn exists(&self, request: &Request) -> Result<Option<bool>, EngineError> {
-        let prefix = token_prefix(request.auth.as_ref())?;
+        let prefix = token_prefix(request.auth.as_deref())?;
         let key = format!("{prefix}{}", request.path);
         Ok(Some(self.storage.get(&key).await?.is_some()))
     }
@@ -165,10 +165,10 @@ mod tests {
     fn request(token_hash: &str, op: Operation, path: &str, body: Value) -> Request {
         let mut request =
             Request::new(op, path).with_data(body.as_object().cloned().unwrap_or_default());
-        request.auth = Some(RequestAuth {
+        request.auth = Some(std::sync::Arc::new(RequestAuth {
             token_hash: token_hash.to_owned(),
             ..RequestAuth::default()
-        });
+        }));
         request
     }
 

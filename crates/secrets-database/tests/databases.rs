@@ -70,10 +70,10 @@ impl Fixture {
         };
         let mut request = Request::new(op, path).with_data(data);
         request.mount_point = "database/".to_owned();
-        request.auth = Some(RequestAuth {
+        request.auth = Some(std::sync::Arc::new(RequestAuth {
             display_name: "token".to_owned(),
             ..RequestAuth::default()
-        });
+        }));
         let response = self.engine.handle(request).await?;
         Ok(response.map(|r| {
             json!({
@@ -89,10 +89,10 @@ impl Fixture {
     async fn read_on_mount(&self, path: &str, ttls: MountTtls) -> Value {
         let mut request = Request::new(Operation::Read, path).with_ttls(ttls);
         request.mount_point = "database/".to_owned();
-        request.auth = Some(RequestAuth {
+        request.auth = Some(std::sync::Arc::new(RequestAuth {
             display_name: "token".to_owned(),
             ..RequestAuth::default()
-        });
+        }));
         let response = self.engine.handle(request).await.unwrap().unwrap();
         json!({
             "data": response.data.map(Value::Object),

@@ -3,6 +3,7 @@
 //! Invariant: `path` is relative to the mount and never starts with `/`; for a list it ends
 //! with `/` unless it is empty (the mount root).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Data;
@@ -89,8 +90,8 @@ pub struct Request {
     pub data: Data,
     /// The mount's path, with a trailing slash (`secret/`, `auth/userpass/`).
     pub mount_point: String,
-    /// `None` for unauthenticated paths (logins).
-    pub auth: Option<RequestAuth>,
+    /// `None` for unauthenticated paths (logins). Shared: the core builds it once per token.
+    pub auth: Option<Arc<RequestAuth>>,
     /// The mount's lease TTLs in force.
     pub ttls: MountTtls,
 }

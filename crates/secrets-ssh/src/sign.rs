@@ -72,7 +72,7 @@ pub(crate) async fn sign(
             "public_key failed to meet the key requirements: {err}"
         ))
     })?;
-    let auth = request.auth.clone().unwrap_or_default();
+    let auth = request.auth.as_deref().cloned().unwrap_or_default();
     let key_id = key_id(data, &role, role_name, &auth.display_name, key)?;
     let cert_type = cert_type(data, &role)?;
     let principals = match cert_type {

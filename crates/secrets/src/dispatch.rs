@@ -590,6 +590,10 @@ pub(crate) fn path_matches(pattern: &str, path: &str) -> bool {
 }
 
 fn injects_top_level(path: &str) -> bool {
+    // Every route is under `sys/` (a test checks): any other path is answered at once.
+    if !path.starts_with("sys/") {
+        return false;
+    }
     let path = path.trim_end_matches('/');
     TOP_LEVEL_DATA_ROUTES
         .iter()
@@ -606,6 +610,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn top_level_data_routes_are_all_under_sys() {
+        assert!(
+            TOP_LEVEL_DATA_ROUTES
+                .iter()
+                .all(|route| route.starts_with("sys/"))
+        );
+        assert!(injects_top_level("sys/mounts/"));
+        assert!(injects_top_level("sys/capabilities-self"));
+        assert!(!injects_top_level("secret/sys/mounts"));
+    }
 
     #[test]
     fn special_paths_match_like_vault() {

@@ -205,7 +205,7 @@ impl Fixture {
         };
         let mut request = Request::new(operation, path).with_data(data);
         request.mount_point = "ad/".to_owned();
-        request.auth = caller.cloned();
+        request.auth = caller.cloned().map(std::sync::Arc::new);
         if operation.is_write() && self.engine.exists(&request).await?.is_some_and(|e| !e) {
             request.operation = Operation::Create;
         }

@@ -59,7 +59,7 @@ impl Fixture {
     ) -> Result<Option<Response>, EngineError> {
         let mut request = Request::new(operation, path).with_data(data(body));
         request.mount_point = "ssh/".to_owned();
-        request.auth = Some(auth());
+        request.auth = Some(std::sync::Arc::new(auth()));
         self.engine.handle(request).await
     }
 

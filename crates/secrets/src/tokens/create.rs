@@ -318,6 +318,7 @@ impl TokenStore {
             },
             token_type: "service".to_owned(),
             hash_memo: super::HashMemo::default(),
+            auth_memo: super::AuthMemo::default(),
             acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
@@ -358,6 +359,7 @@ impl TokenStore {
             role: None,
             token_type: "service".to_owned(),
             hash_memo: super::HashMemo::default(),
+            auth_memo: super::AuthMemo::default(),
             acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;
@@ -425,6 +427,7 @@ impl TokenStore {
             role: None,
             token_type: "service".to_owned(),
             hash_memo: super::HashMemo::default(),
+            auth_memo: super::AuthMemo::default(),
             acl_memo: crate::policy::acl::AclMemo::default(),
         };
         self.insert_new(state, &entry).await?;

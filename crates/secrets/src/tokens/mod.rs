@@ -82,6 +82,10 @@ pub(crate) struct TokenEntry {
     /// The ACL of `policies`, once built for a request (never stored; see `AclMemo`).
     #[serde(skip)]
     pub(crate) acl_memo: crate::policy::acl::AclMemo,
+    /// What engines see of the token, once built for a request (never stored; see
+    /// `AuthMemo`).
+    #[serde(skip)]
+    pub(crate) auth_memo: AuthMemo,
 }
 
 /// A token entry's memoized hash. Always equal to any other: it is derived from the id, so
@@ -91,6 +95,24 @@ pub(crate) struct HashMemo(std::sync::OnceLock<String>);
 
 impl PartialEq for HashMemo {
     fn eq(&self, _: &HashMemo) -> bool {
+        true
+    }
+}
+
+/// A token entry's memoized [`secrets_sdk::RequestAuth`]. Like `AclMemo`, a clone is empty (a
+/// copy of an entry may be changed, its policies say, and must build its own), and memos
+/// compare equal (entries compare by their stored fields).
+#[derive(Debug, Default)]
+pub(crate) struct AuthMemo(std::sync::OnceLock<Arc<secrets_sdk::RequestAuth>>);
+
+impl Clone for AuthMemo {
+    fn clone(&self) -> AuthMemo {
+        AuthMemo::default()
+    }
+}
+
+impl PartialEq for AuthMemo {
+    fn eq(&self, _: &AuthMemo) -> bool {
         true
     }
 }
@@ -131,6 +153,7 @@ impl TokenEntry {
             token_type: "service".to_owned(),
             hash_memo: HashMemo::default(),
             acl_memo: crate::policy::acl::AclMemo::default(),
+            auth_memo: AuthMemo::default(),
         }
     }
 
@@ -149,15 +172,18 @@ impl TokenEntry {
         matches!(self.policies.as_slice(), [only] if only == crate::policy::names::RESPONSE_WRAPPING_POLICY)
     }
 
-    /// Who the token is, as an engine sees it (never the id itself).
-    pub(crate) fn request_auth(&self) -> secrets_sdk::RequestAuth {
-        secrets_sdk::RequestAuth {
-            accessor: self.accessor.clone(),
-            display_name: self.display_name.clone(),
-            policies: self.policies.clone(),
-            entity_id: self.entity_id.clone(),
-            token_hash: self.hash(),
-        }
+    /// Who the token is, as an engine sees it (never the id itself): built once per entry, so
+    /// a cached entry hands every request the same one.
+    pub(crate) fn request_auth(&self) -> Arc<secrets_sdk::RequestAuth> {
+        Arc::clone(self.auth_memo.0.get_or_init(|| {
+            Arc::new(secrets_sdk::RequestAuth {
+                accessor: self.accessor.clone(),
+                display_name: self.display_name.clone(),
+                policies: self.policies.clone(),
+                entity_id: self.entity_id.clone(),
+                token_hash: self.hash(),
+            })
+        }))
     }
 
     pub(crate) fn is_expired(&self, now_ms: i64) -> bool {
@@ -479,6 +505,7 @@ impl TokenStore {
             token_type: "service".to_owned(),
             hash_memo: HashMemo::default(),
             acl_memo: crate::policy::acl::AclMemo::default(),
+            auth_memo: AuthMemo::default(),
         };
         self.write(state, &entry).await?;
         Ok(entry)
