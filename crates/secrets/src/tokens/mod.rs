@@ -644,6 +644,27 @@ mod tests {
     use super::*;
     use crate::Config;
 
+    #[test]
+    fn request_auth_is_built_once_per_entry_and_a_changed_copy_builds_its_own() {
+        let mut entry = TokenEntry::for_tests();
+        entry.id = "s.one".to_owned();
+        entry.policies = vec!["default".to_owned()];
+        let first = entry.request_auth();
+        assert!(Arc::ptr_eq(&first, &entry.request_auth()));
+        assert_eq!(first.policies, ["default"]);
+        assert_eq!(first.token_hash, entry.hash());
+
+        let mut copy = entry.clone();
+        copy.policies = vec!["default".to_owned(), "ops".to_owned()];
+        copy.display_name = "token-ops".to_owned();
+        let changed = copy.request_auth();
+        assert!(!Arc::ptr_eq(&first, &changed));
+        assert_eq!(changed.policies, ["default", "ops"]);
+        assert_eq!(changed.display_name, "token-ops");
+        // Memos never make two entries differ: they compare by their stored fields.
+        assert_eq!(entry, entry.clone());
+    }
+
     /// A dev-mode state on a manual clock.
     async fn dev() -> (State, Arc<dyn Storage>, ManualClock) {
         let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
