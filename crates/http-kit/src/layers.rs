@@ -141,6 +141,11 @@ pub struct Hooks {
     /// Runs on every response (errors, 404s and refused admissions included) before the
     /// aliases are copied.
     pub finish: Option<Finish>,
+    /// `(path prefix, route label)` for a service whose catch-all is its router's fallback
+    /// (axum matches a fallback without parsing a pattern's parameters, so it costs less than
+    /// a `{*path}` route): an unmatched request under the prefix (not the prefix itself) is
+    /// recorded in the request metrics under the label instead of `unmatched`.
+    pub fallback_route: Option<(&'static str, &'static str)>,
 }
 
 impl fmt::Debug for Hooks {
@@ -149,6 +154,7 @@ impl fmt::Debug for Hooks {
             .field("aliases", &self.aliases)
             .field("admit", &self.admit.is_some())
             .field("finish", &self.finish.is_some())
+            .field("fallback_route", &self.fallback_route)
             .finish()
     }
 }
@@ -173,10 +179,10 @@ where
             .layer(StackLayer {
                 context: Some(ContextOptions {
                     metrics: options.metrics.clone(),
+                    body_limit: limit,
                 }),
                 hooks: Arc::new(hooks),
             })
-            .layer(axum::Extension(BodyLimit(limit)))
             .layer(DefaultBodyLimit::max(limit)),
     )
 }
@@ -221,6 +227,9 @@ struct StackLayer {
 #[derive(Clone)]
 struct ContextOptions {
     metrics: Option<RequestMetrics>,
+    /// Inserted as the [`BodyLimit`] extension here rather than by an `Extension` layer (one
+    /// service call less per request); an inner [`with_body_limit`] overwrites it.
+    body_limit: usize,
 }
 
 impl<S> Layer<S> for StackLayer {
@@ -264,12 +273,17 @@ where
         }
         let hooks = Arc::clone(&self.hooks);
         match &self.context {
-            Some(context) => Box::pin(request_context(
-                inner,
-                context.metrics.clone(),
-                hooks,
-                request,
-            )),
+            Some(context) => {
+                request
+                    .extensions_mut()
+                    .insert(BodyLimit(context.body_limit));
+                Box::pin(request_context(
+                    inner,
+                    context.metrics.clone(),
+                    hooks,
+                    request,
+                ))
+            }
             None => Box::pin(async move {
                 let response = admit_and_call(inner, &hooks, request).await;
                 Ok(finish(&hooks, response).await)
@@ -328,6 +342,17 @@ where
         .extensions_mut()
         .insert(RequestId(request_id.clone()));
     let route = request.extensions().get::<MatchedPath>().cloned();
+    let fallback_route = match (&route, hooks.fallback_route) {
+        (None, Some((prefix, label)))
+            if uri
+                .path()
+                .strip_prefix(prefix)
+                .is_some_and(|rest| !rest.is_empty()) =>
+        {
+            Some(label)
+        }
+        _ => None,
+    };
     let started = Instant::now();
     let handled = handle(inner, &hooks, request, started);
     let (mut response, elapsed) = if crate::request_scope::spans_in_use() {
@@ -353,7 +378,7 @@ where
     }
     if let Some(metrics) = &metrics {
         metrics.record(
-            route.as_ref().map(MatchedPath::as_str),
+            route.as_ref().map(MatchedPath::as_str).or(fallback_route),
             &method,
             response.status(),
             elapsed,
@@ -653,6 +678,7 @@ mod tests {
             aliases: &[("x-registry-", "x-consul-")],
             admit: None,
             finish: Some(finish),
+            fallback_route: None,
         };
         layers_with_hooks(router, &HttpOptions::default(), hooks)
     }
@@ -739,6 +765,7 @@ mod tests {
                     .insert("x-registry-finished", HeaderValue::from_static("yes"));
                 None
             })),
+            fallback_route: None,
         };
         layers_with_hooks(router, &HttpOptions::default(), hooks)
     }
@@ -796,6 +823,7 @@ mod tests {
                 aliases: &[("x-registry-", "x-consul-")],
                 admit: None,
                 finish: None,
+                fallback_route: None,
             },
         );
         let response = app.oneshot(get_request("/")).await.unwrap();
@@ -839,6 +867,7 @@ mod tests {
                     aliases: PAIRS,
                     admit: None,
                     finish: None,
+                    fallback_route: None,
                 },
             )
         }

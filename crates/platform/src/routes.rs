@@ -51,6 +51,7 @@ fn hooks(state: &State) -> http_kit::Hooks {
         aliases: &[],
         admit: Some(rate_limit::admit(state.clone())),
         finish: Some(rate_limit::finish(state.clone())),
+        fallback_route: None,
     }
 }
 

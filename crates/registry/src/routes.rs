@@ -36,6 +36,7 @@ fn hooks(state: &State) -> http_kit::Hooks {
         aliases: HEADER_ALIASES,
         admit: None,
         finish: Some(meta::finish(state.clone())),
+        fallback_route: None,
     }
 }
 

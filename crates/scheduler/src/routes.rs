@@ -33,6 +33,7 @@ fn hooks() -> http_kit::Hooks {
         aliases: HEADER_ALIASES,
         admit: None,
         finish: None,
+        fallback_route: None,
     }
 }
 

@@ -5,7 +5,7 @@
 //! without its own line here goes to `dispatch::handle` (any method, including `LIST`).
 
 use axum::Router;
-use axum::routing::{any, get, post, put};
+use axum::routing::{get, post, put};
 
 use crate::{Error, State, dispatch, seal, sys};
 
@@ -29,6 +29,7 @@ fn hooks() -> http_kit::Hooks {
         aliases: HEADER_ALIASES,
         admit: None,
         finish: None,
+        fallback_route: Some(("/v1/", DISPATCH_ROUTE)),
     }
 }
 
@@ -65,11 +66,31 @@ fn routes(state: State) -> Router {
                 ),
             sys::snapshots::RESTORE_BODY_LIMIT,
         ))
-        // Everything else: token, ACL, mounts (dispatch.rs).
-        .route("/v1/{*path}", any(dispatch::handle))
-        .fallback(not_found)
+        // Everything else under /v1/: token, ACL, mounts (dispatch.rs), as the fallback (see
+        // `fallback`).
+        .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// The route label the request metrics give every request `dispatch` serves.
+const DISPATCH_ROUTE: &str = "/v1/{*path}";
+
+/// Every `/v1/` path without its own route goes to `dispatch::handle`; anything else is a 404.
+/// A fallback rather than a `/v1/{*path}` route: axum then neither percent-decodes and stores
+/// the path parameter (which `dispatch` does not read) nor stores a `MatchedPath` (with the
+/// shared layer's `BodyLimit` change, a kv v1 read with a limited token went from 36,415 to
+/// 35,273 instructions, callgrind); the metrics still label these requests `/v1/{*path}`
+/// ([`DISPATCH_ROUTE`], through the hooks).
+async fn fallback(
+    state: axum::extract::State<State>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match request.uri().path().strip_prefix("/v1/") {
+        Some(rest) if !rest.is_empty() => dispatch::handle(state, request).await,
+        _ => not_found(request.uri().clone()).await.into_response(),
+    }
 }
 
 async fn not_found(uri: axum::http::Uri) -> Error {

@@ -65,6 +65,54 @@ async fn prometheus_format_reports_requests_and_store_gauges() {
     }
 }
 
+/// What a server serves: the router with its hooks inside the shared layer.
+async fn serve_with_hooks() -> Router {
+    let metrics = Metrics::new();
+    let config = Config {
+        metrics: metrics.clone(),
+        ..support::dev_config(ROOT, None)
+    };
+    let state = State::open(testkit::mem_storage(), config).await.unwrap();
+    let options = http_kit::HttpOptions {
+        metrics: Some(metrics.requests("secrets")),
+        ..http_kit::HttpOptions::default()
+    };
+    secrets::router_with(state, &options)
+}
+
+#[tokio::test]
+async fn engine_requests_are_labelled_with_the_dispatch_route_and_other_paths_unmatched() {
+    let app = serve_with_hooks().await;
+    let (status, _) = call(&app, "GET", "/v1/secret/data/missing", Some(ROOT), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&app, "GET", "/v1/auth/token/lookup-self", Some(ROOT), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&app, "GET", "/elsewhere", None, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&app, "GET", "/v1/", None, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let text = send(
+        &app,
+        "GET",
+        "/v1/sys/metrics?format=prometheus",
+        Some(ROOT),
+        None,
+    )
+    .await
+    .text();
+    for line in [
+        r#"cairn_http_requests_total{service="secrets",route="/v1/{*path}",method="GET",status="404"} 1"#,
+        r#"cairn_http_requests_total{service="secrets",route="/v1/{*path}",method="GET",status="200"} 1"#,
+        r#"cairn_http_requests_total{service="secrets",route="unmatched",method="GET",status="404"} 2"#,
+    ] {
+        assert!(
+            text.lines().any(|got| got == line),
+            "no {line:?} in:\n{text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn without_format_the_answer_is_the_go_metrics_json_summary_unwrapped() {
     let app = serve().await;
