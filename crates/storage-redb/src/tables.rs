@@ -12,7 +12,12 @@
 //!   compaction pruned), `"history_bytes"` (the summed size of the `history` records, what the
 //!   byte bound of compaction reads; counted once at open by stores written before it existed),
 //!   `"wal_nonce"` (the nonce of the write-ahead log records written since the last durable
-//!   commit, see `wal.rs`).
+//!   commit, see `wal.rs`). `"revision"` and `"history_bytes"`, which every group moves, are
+//!   only written by durable commits ([`WriteTables::write_meta`]): a group committed through
+//!   the log leaves the table untouched unless it compacted (one redb table fewer to copy and
+//!   re-root per group), its redo record carries the whole meta for recovery, and readers take
+//!   the revision from `history`, whose newest record is always the newest revision
+//!   ([`Reader::meta`]).
 //! - `history`: revision → [`codec::encode_history`] of that transaction's events, one per
 //!   writing transaction. A put that is its key's last change in the transaction is recorded
 //!   without its value ([`codec::Change::PutStored`]), so history does not hold every value a
@@ -131,6 +136,7 @@ impl Meta {
     }
 }
 
+/// The `meta` table's words as stored, unchecked (a reader adjusts the revision first).
 fn read_meta_from(table: &impl ReadableTable<&'static str, u64>) -> Result<Meta, Error> {
     let get = |name: &str| -> Result<u64, Error> {
         Ok(table
@@ -138,13 +144,12 @@ fn read_meta_from(table: &impl ReadableTable<&'static str, u64>) -> Result<Meta,
             .or_backend()?
             .map_or(0, |value| value.value()))
     };
-    Meta {
+    Ok(Meta {
         revision: get(REVISION)?,
         compacted: get(COMPACTED)?,
         tombstone_floor: get(TOMBSTONE_FLOOR)?,
         history_bytes: get(HISTORY_BYTES)?,
-    }
-    .check()
+    })
 }
 
 /// Every table, opened inside one write transaction.
@@ -291,8 +296,9 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// The table's meta: the last durable commit's, at open.
     pub(crate) fn read_meta(&self) -> Result<Meta, Error> {
-        read_meta_from(&self.meta)
+        read_meta_from(&self.meta)?.check()
     }
 
     /// For a store written before `meta` counted history bytes: counts them (one pass over
@@ -314,18 +320,22 @@ impl<'t> WriteTables<'t> {
         Ok(true)
     }
 
-    /// Writes the fields of `meta` that differ from `before`, what the table holds: a group
-    /// commit moves `revision` and `history_bytes`, rarely the others.
-    pub(crate) fn write_meta_changes(&mut self, before: Meta, meta: Meta) -> Result<(), Error> {
+    /// For a group committed through the log: writes the compaction fields of `meta` that
+    /// differ from `before` (what the table holds: every commit writes them when they change),
+    /// and not `revision` and `history_bytes` (module docs), so a group that did not compact
+    /// leaves the table untouched.
+    pub(crate) fn write_compaction_changes(
+        &mut self,
+        before: Meta,
+        meta: Meta,
+    ) -> Result<(), Error> {
         let fields = [
-            (REVISION, before.revision, meta.revision),
             (COMPACTED, before.compacted, meta.compacted),
             (
                 TOMBSTONE_FLOOR,
                 before.tombstone_floor,
                 meta.tombstone_floor,
             ),
-            (HISTORY_BYTES, before.history_bytes, meta.history_bytes),
         ];
         for (name, old, new) in fields {
             if old != new {
@@ -627,8 +637,18 @@ impl Reader {
         Reader { txn }
     }
 
+    /// The meta of this state, but `history_bytes`, which only the writer reads: the table's,
+    /// with the revision of the newest `history` record if it is newer (a group committed
+    /// through the log does not write `revision`; history always keeps the newest revision,
+    /// and `compacted` covers a history compacted to nothing).
     pub(crate) fn meta(&self) -> Result<Meta, Error> {
-        read_meta_from(&self.txn.open_table(META).or_backend()?)
+        let mut meta = read_meta_from(&self.txn.open_table(META).or_backend()?)?;
+        let history = self.txn.open_table(HISTORY).or_backend()?;
+        if let Some((newest, _)) = history.last().or_backend()? {
+            meta.revision = meta.revision.max(newest.value());
+        }
+        meta.revision = meta.revision.max(meta.compacted);
+        meta.check()
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {

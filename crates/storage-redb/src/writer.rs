@@ -244,13 +244,16 @@ impl Writer {
                 return Ok((outcomes, batches, meta));
             }
             tables.compact(&mut meta, self.retention)?;
-            // The table holds `self.meta` (each field as last changed): only the changes.
-            tables.write_meta_changes(self.meta, meta)?;
             redo = tables.take_redo(self.meta.revision + 1, meta);
             checkpoint = match &redo {
-                Some(record) if self.wal.fits(record.len()) && !self.checkpoint_due() => None,
+                Some(record) if self.wal.fits(record.len()) && !self.checkpoint_due() => {
+                    // The table holds `self.meta`'s compaction fields (`tables.rs`).
+                    tables.write_compaction_changes(self.meta, meta)?;
+                    None
+                }
                 _ => {
                     let nonce = new_nonce();
+                    tables.write_meta(meta)?;
                     tables.write_wal_nonce(nonce)?;
                     Some(nonce)
                 }
@@ -315,6 +318,8 @@ impl Writer {
         let nonce = new_nonce();
         {
             let mut tables = WriteTables::open(&txn)?;
+            // Logged groups did not write the revision and history bytes (`tables.rs`).
+            tables.write_meta(self.meta)?;
             tables.write_wal_nonce(nonce)?;
         }
         txn.commit().or_backend()?;

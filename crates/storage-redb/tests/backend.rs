@@ -222,6 +222,39 @@ fn corrupt_records_are_backend_errors_and_fail_only_their_group() {
     });
 }
 
+/// The `meta` table's words as a raw read of `path` sees them (the store may be open).
+fn raw_meta(path: &Path, name: &str) -> Option<u64> {
+    let db = Database::open(path).ok()?;
+    let txn = redb::ReadableDatabase::begin_read(&db).ok()?;
+    let meta = txn.open_table(META).ok()?;
+    meta.get(name).ok()?.map(|value| value.value())
+}
+
+#[test]
+fn logged_groups_leave_the_revision_to_durable_commits_and_reads_still_see_the_newest() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db.redb");
+        let store = RedbStorage::open(&path).expect("open");
+        let mut last = 0;
+        for i in 0..5u8 {
+            last = store.put(&[b'k', i], b"v").await.expect("put");
+        }
+        // Reads take the revision from history: the table was not written by these groups.
+        let scanned = store.scan(KeyRange::prefix("k"), None).await.expect("scan");
+        assert_eq!((scanned.revision, scanned.kvs.len()), (last, 5));
+        assert_eq!(store.snapshot().await.expect("snapshot").revision, last);
+        let mut stream = store.watch(KeyRange::all(), last - 1).await.expect("watch");
+        let event = stream.next_event().await.expect("event").expect("event");
+        assert_eq!(event.revision, last);
+        drop(stream);
+        store.close().await.expect("close");
+        // The exit checkpoint wrote the whole meta.
+        assert_eq!(raw_meta(&path, "revision"), Some(last));
+        assert!(raw_meta(&path, "history_bytes").is_some_and(|bytes| bytes > 0));
+    });
+}
+
 #[test]
 fn corrupt_meta_fails_open_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
