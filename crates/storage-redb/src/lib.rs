@@ -180,6 +180,7 @@ impl RedbStorage {
             // in order while each record follows the previous one), and a new log nonce.
             let txn = db.begin_write().or_backend()?;
             let mut tables = WriteTables::open(&txn)?;
+            tables.create_all()?;
             let mut meta = tables.read_meta()?;
             tables.count_history_bytes_if_missing(&mut meta)?;
             for record in wal.read(tables.read_wal_nonce()?)? {

@@ -152,26 +152,54 @@ fn read_meta_from(table: &impl ReadableTable<&'static str, u64>) -> Result<Meta,
     })
 }
 
-/// Every table, opened inside one write transaction.
+/// Every table, inside one write transaction: `kv` and `history` (which every writing
+/// transaction changes) opened at once, `meta` and `tombstones` when first used (most groups
+/// touch neither: an opened table costs a lookup in redb's table tree at open and again at
+/// commit).
 pub(crate) struct WriteTables<'t> {
+    txn: &'t WriteTransaction,
     kv: Table<'t, &'static [u8], &'static [u8]>,
-    meta: Table<'t, &'static str, u64>,
     history: Table<'t, u64, &'static [u8]>,
-    tombstones: Table<'t, &'static [u8], u64>,
+    meta: Option<Table<'t, &'static str, u64>>,
+    tombstones: Option<Table<'t, &'static [u8], u64>>,
     /// The redo record of the changes so far, when recording.
     redo: Option<Vec<u8>>,
 }
 
 impl<'t> WriteTables<'t> {
-    /// Opens (creating if needed) every table.
+    /// Opens (creating if needed) `kv` and `history`; the others open when first used.
     pub(crate) fn open(txn: &'t WriteTransaction) -> Result<WriteTables<'t>, Error> {
         Ok(WriteTables {
+            txn,
             kv: txn.open_table(KV).or_backend()?,
-            meta: txn.open_table(META).or_backend()?,
             history: txn.open_table(HISTORY).or_backend()?,
-            tombstones: txn.open_table(TOMBSTONES).or_backend()?,
+            meta: None,
+            tombstones: None,
             redo: None,
         })
+    }
+
+    /// Opens (creating if needed) every table, so that readers find all four (at store open).
+    pub(crate) fn create_all(&mut self) -> Result<(), Error> {
+        self.meta()?;
+        self.tombstones()?;
+        Ok(())
+    }
+
+    fn meta(&mut self) -> Result<&mut Table<'t, &'static str, u64>, Error> {
+        let table = match self.meta.take() {
+            Some(table) => table,
+            None => self.txn.open_table(META).or_backend()?,
+        };
+        Ok(self.meta.insert(table))
+    }
+
+    fn tombstones(&mut self) -> Result<&mut Table<'t, &'static [u8], u64>, Error> {
+        let table = match self.tombstones.take() {
+            Some(table) => table,
+            None => self.txn.open_table(TOMBSTONES).or_backend()?,
+        };
+        Ok(self.tombstones.insert(table))
     }
 
     /// From now on, also records every change in a redo record, written in `buffer` (whose
@@ -210,13 +238,13 @@ impl<'t> WriteTables<'t> {
     }
 
     fn tombstone_insert(&mut self, key: &[u8], revision: Revision) -> Result<(), Error> {
-        self.tombstones.insert(key, revision).or_backend()?;
+        self.tombstones()?.insert(key, revision).or_backend()?;
         self.log(codec::Redo::TombstonePut(key, revision));
         Ok(())
     }
 
     fn tombstone_remove(&mut self, key: &[u8]) -> Result<(), Error> {
-        if self.tombstones.remove(key).or_backend()?.is_some() {
+        if self.tombstones()?.remove(key).or_backend()?.is_some() {
             self.log(codec::Redo::TombstoneDelete(key));
         }
         Ok(())
@@ -282,9 +310,9 @@ impl<'t> WriteTables<'t> {
 
     /// The nonce of the write-ahead log records that follow the last durable commit (0 if
     /// none was ever stored).
-    pub(crate) fn read_wal_nonce(&self) -> Result<u64, Error> {
+    pub(crate) fn read_wal_nonce(&mut self) -> Result<u64, Error> {
         Ok(self
-            .meta
+            .meta()?
             .get(WAL_NONCE)
             .or_backend()?
             .map_or(0, |value| value.value()))
@@ -292,13 +320,13 @@ impl<'t> WriteTables<'t> {
 
     /// Stores the nonce of the log records that will follow this (durable) commit.
     pub(crate) fn write_wal_nonce(&mut self, nonce: u64) -> Result<(), Error> {
-        self.meta.insert(WAL_NONCE, nonce).or_backend()?;
+        self.meta()?.insert(WAL_NONCE, nonce).or_backend()?;
         Ok(())
     }
 
     /// The table's meta: the last durable commit's, at open.
-    pub(crate) fn read_meta(&self) -> Result<Meta, Error> {
-        read_meta_from(&self.meta)?.check()
+    pub(crate) fn read_meta(&mut self) -> Result<Meta, Error> {
+        read_meta_from(self.meta()?)?.check()
     }
 
     /// For a store written before `meta` counted history bytes: counts them (one pass over
@@ -307,7 +335,7 @@ impl<'t> WriteTables<'t> {
         &mut self,
         meta: &mut Meta,
     ) -> Result<bool, Error> {
-        if self.meta.get(HISTORY_BYTES).or_backend()?.is_some() {
+        if self.meta()?.get(HISTORY_BYTES).or_backend()?.is_some() {
             return Ok(false);
         }
         let mut bytes = 0;
@@ -339,19 +367,20 @@ impl<'t> WriteTables<'t> {
         ];
         for (name, old, new) in fields {
             if old != new {
-                self.meta.insert(name, new).or_backend()?;
+                self.meta()?.insert(name, new).or_backend()?;
             }
         }
         Ok(())
     }
 
     pub(crate) fn write_meta(&mut self, meta: Meta) -> Result<(), Error> {
-        self.meta.insert(REVISION, meta.revision).or_backend()?;
-        self.meta.insert(COMPACTED, meta.compacted).or_backend()?;
-        self.meta
+        let table = self.meta()?;
+        table.insert(REVISION, meta.revision).or_backend()?;
+        table.insert(COMPACTED, meta.compacted).or_backend()?;
+        table
             .insert(TOMBSTONE_FLOOR, meta.tombstone_floor)
             .or_backend()?;
-        self.meta
+        table
             .insert(HISTORY_BYTES, meta.history_bytes)
             .or_backend()?;
         Ok(())
@@ -601,7 +630,7 @@ impl<'t> WriteTables<'t> {
         }
         for (revision, key) in deletes {
             let current = self
-                .tombstones
+                .tombstones()?
                 .get(key.as_slice())
                 .or_backend()?
                 .map(|value| value.value());
