@@ -17,7 +17,8 @@ use support::{call, create_token, put_policy, send};
 
 const ROOT: &str = "metrics-root";
 
-async fn serve() -> Router {
+/// A dev-mode state and the shared layer's options, both recording into one fresh registry.
+async fn state_and_options() -> (State, http_kit::HttpOptions) {
     let metrics = Metrics::new();
     let config = Config {
         metrics: metrics.clone(),
@@ -28,6 +29,11 @@ async fn serve() -> Router {
         metrics: Some(metrics.requests("secrets")),
         ..http_kit::HttpOptions::default()
     };
+    (state, options)
+}
+
+async fn serve() -> Router {
+    let (state, options) = state_and_options().await;
     http_kit::layers(secrets::router(state), &options)
 }
 
@@ -67,16 +73,7 @@ async fn prometheus_format_reports_requests_and_store_gauges() {
 
 /// What a server serves: the router with its hooks inside the shared layer.
 async fn serve_with_hooks() -> Router {
-    let metrics = Metrics::new();
-    let config = Config {
-        metrics: metrics.clone(),
-        ..support::dev_config(ROOT, None)
-    };
-    let state = State::open(testkit::mem_storage(), config).await.unwrap();
-    let options = http_kit::HttpOptions {
-        metrics: Some(metrics.requests("secrets")),
-        ..http_kit::HttpOptions::default()
-    };
+    let (state, options) = state_and_options().await;
     secrets::router_with(state, &options)
 }
 
