@@ -253,11 +253,10 @@ pub(crate) fn set_index(headers: &mut HeaderMap, index: u64) {
     http_kit::query::set_index::<RegistryHeaders>(headers, index);
 }
 
-/// Adds the leader headers to every response, and an index to any that lacks one (writes,
-/// errors, unknown paths): the store's current revision, read in place where the store keeps
-/// it in memory (no future to box), else asked for. Reads set their own, narrower index.
-/// The registry's response finisher (run by the shared layer on every response): the leader
-/// headers, and the store's revision as the index where the handler set none.
+/// The registry's response finisher (run by the shared layer on every response): adds the
+/// leader headers to every response, and an index to any that lacks one (writes, errors,
+/// unknown paths): the store's current revision, read in place where the store keeps it in
+/// memory (no future to box), else asked for. Reads set their own, narrower index.
 pub(crate) fn finish(state: State) -> http_kit::Finish {
     std::sync::Arc::new(move |response: &mut Response| {
         let headers = response.headers_mut();
