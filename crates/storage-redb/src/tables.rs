@@ -656,6 +656,14 @@ struct Prior {
     previous: Option<Vec<u8>>,
 }
 
+/// The meta fields a read uses ([`Reader::meta`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadMeta {
+    pub(crate) revision: Revision,
+    pub(crate) compacted: Revision,
+    pub(crate) tombstone_floor: Revision,
+}
+
 /// Read-side queries, each inside one read transaction (so each sees one revision).
 pub(crate) struct Reader {
     txn: ReadTransaction,
@@ -666,18 +674,29 @@ impl Reader {
         Reader { txn }
     }
 
-    /// The meta of this state, but `history_bytes`, which only the writer reads: the table's,
-    /// with the revision of the newest `history` record if it is newer (a group committed
-    /// through the log does not write `revision`; history always keeps the newest revision,
-    /// and `compacted` covers a history compacted to nothing).
-    pub(crate) fn meta(&self) -> Result<Meta, Error> {
+    /// What a read needs of this state's meta: the table's compaction fields, and its
+    /// revision or the newest `history` record's if that is newer (a group committed through
+    /// the log does not write `revision`; history always keeps the newest revision, and
+    /// `compacted` covers a history compacted to nothing). Not `history_bytes`, which only
+    /// the writer keeps current.
+    pub(crate) fn meta(&self) -> Result<ReadMeta, Error> {
         let mut meta = read_meta_from(&self.txn.open_table(META).or_backend()?)?;
         let history = self.txn.open_table(HISTORY).or_backend()?;
         if let Some((newest, _)) = history.last().or_backend()? {
             meta.revision = meta.revision.max(newest.value());
         }
         meta.revision = meta.revision.max(meta.compacted);
-        meta.check()
+        let Meta {
+            revision,
+            compacted,
+            tombstone_floor,
+            history_bytes: _,
+        } = meta.check()?;
+        Ok(ReadMeta {
+            revision,
+            compacted,
+            tombstone_floor,
+        })
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<KeyValue>, Error> {

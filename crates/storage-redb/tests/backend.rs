@@ -256,6 +256,29 @@ fn logged_groups_leave_the_revision_to_durable_commits_and_reads_still_see_the_n
 }
 
 #[test]
+fn with_history_compacted_to_nothing_reads_still_see_the_newest_revision() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("db.redb");
+        // A retention of 0: every group compacts its own history away.
+        let options = RedbOptions::default().with_history_retention(0);
+        let store = RedbStorage::open_with(&path, options).expect("open");
+        let mut last = 0;
+        for i in 0..4u8 {
+            last = store.put(&[b'k', i], b"v").await.expect("put");
+        }
+        let scanned = store.scan(KeyRange::prefix("k"), None).await.expect("scan");
+        assert_eq!((scanned.revision, scanned.kvs.len()), (last, 4));
+        assert_eq!(store.snapshot().await.expect("snapshot").revision, last);
+        store.close().await.expect("close");
+        let store = RedbStorage::open_with(&path, options).expect("reopen");
+        assert_eq!(store.revision().await.expect("revision"), last);
+        assert_eq!(store.put(b"after", b"v").await.expect("put"), last + 1);
+        store.close().await.expect("close");
+    });
+}
+
+#[test]
 fn corrupt_meta_fails_open_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db.redb");
