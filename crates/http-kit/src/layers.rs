@@ -141,11 +141,28 @@ pub struct Hooks {
     /// Runs on every response (errors, 404s and refused admissions included) before the
     /// aliases are copied.
     pub finish: Option<Finish>,
-    /// `(path prefix, route label)` for a service whose catch-all is its router's fallback
-    /// (axum matches a fallback without parsing a pattern's parameters, so it costs less than
-    /// a `{*path}` route): an unmatched request under the prefix (not the prefix itself) is
-    /// recorded in the request metrics under the label instead of `unmatched`.
-    pub fallback_route: Option<(&'static str, &'static str)>,
+    /// For a service whose catch-all is its router's fallback: what the request metrics call
+    /// the requests it serves.
+    pub fallback_route: Option<FallbackRoute>,
+}
+
+/// A service's catch-all served as its router's fallback (axum matches a fallback without
+/// parsing a pattern's parameters, so it costs less than a `{*path}` route): the requests
+/// strictly under `prefix` (not the prefix itself) are its, and the request metrics record
+/// them under `label` instead of `unmatched`. The service's fallback handler asks
+/// [`FallbackRoute::rest`] too, so the label and the handler agree on which requests those are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FallbackRoute {
+    pub prefix: &'static str,
+    pub label: &'static str,
+}
+
+impl FallbackRoute {
+    /// What follows the prefix when `path` is strictly under it; `None` otherwise.
+    pub fn rest<'p>(&self, path: &'p str) -> Option<&'p str> {
+        path.strip_prefix(self.prefix)
+            .filter(|rest| !rest.is_empty())
+    }
 }
 
 impl fmt::Debug for Hooks {
@@ -343,14 +360,7 @@ where
         .insert(RequestId(request_id.clone()));
     let route = request.extensions().get::<MatchedPath>().cloned();
     let fallback_route = match (&route, hooks.fallback_route) {
-        (None, Some((prefix, label)))
-            if uri
-                .path()
-                .strip_prefix(prefix)
-                .is_some_and(|rest| !rest.is_empty()) =>
-        {
-            Some(label)
-        }
+        (None, Some(fallback)) if fallback.rest(uri.path()).is_some() => Some(fallback.label),
         _ => None,
     };
     let started = Instant::now();
@@ -469,6 +479,18 @@ mod tests {
 
     use super::*;
     use crate::error::tests::body_text;
+
+    #[test]
+    fn a_fallback_route_holds_the_paths_strictly_under_its_prefix() {
+        let route = FallbackRoute {
+            prefix: "/v1/",
+            label: "/v1/{*path}",
+        };
+        assert_eq!(route.rest("/v1/secret/data/a"), Some("secret/data/a"));
+        assert_eq!(route.rest("/v1/"), None);
+        assert_eq!(route.rest("/v1"), None);
+        assert_eq!(route.rest("/v2/secret"), None);
+    }
 
     async fn explode() -> &'static str {
         panic!("handler exploded")

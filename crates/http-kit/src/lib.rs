@@ -65,8 +65,8 @@ pub use extract::{ApiJson, ApiQuery, RawBody};
 pub use headers::bearer_token;
 pub use json::Json;
 pub use layers::{
-    Admission, Admit, BodyLimit, DEFAULT_BODY_LIMIT, Finish, Hooks, HttpOptions, REQUEST_ID_HEADER,
-    RequestId, hooks, layers, layers_with_hooks, with_body_limit,
+    Admission, Admit, BodyLimit, DEFAULT_BODY_LIMIT, FallbackRoute, Finish, Hooks, HttpOptions,
+    REQUEST_ID_HEADER, RequestId, hooks, layers, layers_with_hooks, with_body_limit,
 };
 pub use logging::{LogFormat, ParseLogFormatError, init_tracing};
 pub use serve::{DRAIN_TIMEOUT, Shutdown, serve, serve_tls};

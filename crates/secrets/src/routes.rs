@@ -29,7 +29,7 @@ fn hooks() -> http_kit::Hooks {
         aliases: HEADER_ALIASES,
         admit: None,
         finish: None,
-        fallback_route: Some(("/v1/", DISPATCH_ROUTE)),
+        fallback_route: Some(DISPATCH),
     }
 }
 
@@ -73,23 +73,28 @@ fn routes(state: State) -> Router {
         .with_state(state)
 }
 
-/// The route label the request metrics give every request `dispatch` serves.
-const DISPATCH_ROUTE: &str = "/v1/{*path}";
+/// The requests `dispatch` serves (every `/v1/` path without its own route, not `/v1/`
+/// itself), and the route label the request metrics give them.
+const DISPATCH: http_kit::FallbackRoute = http_kit::FallbackRoute {
+    prefix: "/v1/",
+    label: "/v1/{*path}",
+};
 
 /// Every `/v1/` path without its own route goes to `dispatch::handle`; anything else is a 404.
 /// A fallback rather than a `/v1/{*path}` route: axum then neither percent-decodes and stores
 /// the path parameter (which `dispatch` does not read) nor stores a `MatchedPath` (with the
 /// shared layer's `BodyLimit` change, a kv v1 read with a limited token went from 36,415 to
 /// 35,273 instructions, callgrind); the metrics still label these requests `/v1/{*path}`
-/// ([`DISPATCH_ROUTE`], through the hooks).
+/// ([`DISPATCH`], through the hooks).
 async fn fallback(
     state: axum::extract::State<State>,
     request: axum::extract::Request,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    match request.uri().path().strip_prefix("/v1/") {
-        Some(rest) if !rest.is_empty() => dispatch::handle(state, request).await,
-        _ => not_found(request.uri().clone()).await.into_response(),
+    if DISPATCH.rest(request.uri().path()).is_some() {
+        dispatch::handle(state, request).await
+    } else {
+        not_found(request.uri().clone()).await.into_response()
     }
 }
 
