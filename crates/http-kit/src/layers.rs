@@ -150,7 +150,7 @@ pub struct Hooks {
 /// parsing a pattern's parameters, so it costs less than a `{*path}` route): the requests
 /// strictly under `prefix` (not the prefix itself) are its, and the request metrics record
 /// them under `label` instead of `unmatched`. The service's fallback handler asks
-/// [`FallbackRoute::rest`] too, so the label and the handler agree on which requests those are.
+/// [`FallbackRoute::holds`] too, so the label and the handler agree on which requests those are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FallbackRoute {
     pub prefix: &'static str,
@@ -158,10 +158,10 @@ pub struct FallbackRoute {
 }
 
 impl FallbackRoute {
-    /// What follows the prefix when `path` is strictly under it; `None` otherwise.
-    pub fn rest<'p>(&self, path: &'p str) -> Option<&'p str> {
+    /// Whether `path` is strictly under the prefix (the prefix alone is not).
+    pub fn holds(&self, path: &str) -> bool {
         path.strip_prefix(self.prefix)
-            .filter(|rest| !rest.is_empty())
+            .is_some_and(|rest| !rest.is_empty())
     }
 }
 
@@ -360,7 +360,7 @@ where
         .insert(RequestId(request_id.clone()));
     let route = request.extensions().get::<MatchedPath>().cloned();
     let fallback_route = match (&route, hooks.fallback_route) {
-        (None, Some(fallback)) if fallback.rest(uri.path()).is_some() => Some(fallback.label),
+        (None, Some(fallback)) if fallback.holds(uri.path()) => Some(fallback.label),
         _ => None,
     };
     let started = Instant::now();
@@ -486,10 +486,10 @@ mod tests {
             prefix: "/v1/",
             label: "/v1/{*path}",
         };
-        assert_eq!(route.rest("/v1/secret/data/a"), Some("secret/data/a"));
-        assert_eq!(route.rest("/v1/"), None);
-        assert_eq!(route.rest("/v1"), None);
-        assert_eq!(route.rest("/v2/secret"), None);
+        assert!(route.holds("/v1/secret/data/a"));
+        assert!(!route.holds("/v1/"));
+        assert!(!route.holds("/v1"));
+        assert!(!route.holds("/v2/secret"));
     }
 
     async fn explode() -> &'static str {

@@ -91,7 +91,7 @@ async fn fallback(
     request: axum::extract::Request,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if DISPATCH.rest(request.uri().path()).is_some() {
+    if DISPATCH.holds(request.uri().path()) {
         dispatch::handle(state, request).await
     } else {
         not_found(request.uri().clone()).await.into_response()
