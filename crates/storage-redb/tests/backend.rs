@@ -230,20 +230,30 @@ fn raw_meta(path: &Path, name: &str) -> Option<u64> {
     meta.get(name).ok()?.map(|value| value.value())
 }
 
+/// Puts keys `k0`.. one group each, then checks that a scan and a snapshot both read the
+/// last put's revision and every key; that revision.
+async fn put_keys_and_read_them_back(store: &RedbStorage, count: u8) -> u64 {
+    let mut last = 0;
+    for i in 0..count {
+        last = store.put(&[b'k', i], b"v").await.expect("put");
+    }
+    let scanned = store.scan(KeyRange::prefix("k"), None).await.expect("scan");
+    assert_eq!(
+        (scanned.revision, scanned.kvs.len()),
+        (last, usize::from(count))
+    );
+    assert_eq!(store.snapshot().await.expect("snapshot").revision, last);
+    last
+}
+
 #[test]
 fn logged_groups_leave_the_revision_to_durable_commits_and_reads_still_see_the_newest() {
     runtime().block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("db.redb");
         let store = RedbStorage::open(&path).expect("open");
-        let mut last = 0;
-        for i in 0..5u8 {
-            last = store.put(&[b'k', i], b"v").await.expect("put");
-        }
         // Reads take the revision from history: the table was not written by these groups.
-        let scanned = store.scan(KeyRange::prefix("k"), None).await.expect("scan");
-        assert_eq!((scanned.revision, scanned.kvs.len()), (last, 5));
-        assert_eq!(store.snapshot().await.expect("snapshot").revision, last);
+        let last = put_keys_and_read_them_back(&store, 5).await;
         let mut stream = store.watch(KeyRange::all(), last - 1).await.expect("watch");
         let event = stream.next_event().await.expect("event").expect("event");
         assert_eq!(event.revision, last);
@@ -263,13 +273,7 @@ fn with_history_compacted_to_nothing_reads_still_see_the_newest_revision() {
         // A retention of 0: every group compacts its own history away.
         let options = RedbOptions::default().with_history_retention(0);
         let store = RedbStorage::open_with(&path, options).expect("open");
-        let mut last = 0;
-        for i in 0..4u8 {
-            last = store.put(&[b'k', i], b"v").await.expect("put");
-        }
-        let scanned = store.scan(KeyRange::prefix("k"), None).await.expect("scan");
-        assert_eq!((scanned.revision, scanned.kvs.len()), (last, 4));
-        assert_eq!(store.snapshot().await.expect("snapshot").revision, last);
+        let last = put_keys_and_read_them_back(&store, 4).await;
         store.close().await.expect("close");
         let store = RedbStorage::open_with(&path, options).expect("reopen");
         assert_eq!(store.revision().await.expect("revision"), last);
